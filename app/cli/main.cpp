@@ -1,0 +1,59 @@
+// sdturbo-cli: list devices, inspect model files, tokenize prompts, and generate images from the command line.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <exception>
+
+#include "options.hpp"
+#include "runtime/log.hpp"
+#include "sdt/engine.hpp"
+#include "sdt/error.hpp"
+
+int main(int argc, char** argv) {
+  using sdt::cli::Options;
+  Options o;
+  CLI::App app{"sdturbo-cli: SD-Turbo image generation on OpenCL"};
+  app.set_version_flag("--version", std::string("sdturbo-cli ") + sdt::version());
+  app.add_flag("--list-devices", o.list_devices, "List the OpenCL devices and exit");
+  app.add_flag("--inspect", o.inspect, "Check a model (--model) as loading would, without a GPU, and describe it");
+  app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
+  app.add_option("--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
+      ->capture_default_str();
+  app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
+  app.add_option("--device", o.device, "OpenCL device: index or part of its name (default: first GPU)");
+  app.add_option("--weights", o.weights, "Weight storage on the device")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
+  app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache folder (default: the platform's cache folder)");
+  app.add_option("--prompt", o.prompt, "The prompt");
+  app.add_option("--seed", o.seed, "Seed (default 0)")->each([&](const std::string&) { o.seed_given = true; });
+  app.add_option("--width", o.width, "Width, a multiple of 64")->capture_default_str();
+  app.add_option("--height", o.height, "Height, a multiple of 64")->capture_default_str();
+  app.add_option("--steps", o.steps, "Euler steps, 1 to 4")->capture_default_str();
+  app.add_option("--decoder", o.decoder, "full (VAE), tiny (TAESD) or both")
+      ->check(CLI::IsMember({"full", "tiny", "both"}))
+      ->capture_default_str();
+  app.add_option("--init-image", o.init_image, "img2img: the starting image (PNG)");
+  app.add_option("--strength", o.strength, "img2img strength in (0, 1]")->capture_default_str();
+  app.add_option("--output", o.output, "Output PNG");
+  app.add_option("--output-tiny", o.output_tiny, "With --decoder both: the TAESD image");
+  app.add_option("--timings", o.timings, "Write the stage timings as JSON");
+  app.add_flag("-v,--verbose", o.verbose, "Log what the engine does");
+  CLI11_PARSE(app, argc, argv);
+
+  sdt::log::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+  try {
+    if (o.list_devices) return sdt::cli::run_list_devices(o);
+    if (o.tokenize) return sdt::cli::run_tokenize(o);
+    if (o.inspect) return sdt::cli::run_inspect(o);
+    return sdt::cli::run_generate(o);
+  } catch (const sdt::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    return e.kind() == sdt::ErrorKind::Cancelled ? 130 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,44 @@
+// sdturbo-cli's options, parsed once in main.cpp and handed to the command that runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sdt::cli {
+
+struct Options {
+  // what to do
+  bool list_devices = false;
+  bool inspect = false;
+  std::optional<std::string> tokenize;  // --tokenize TEXT
+  // model and device
+  std::string model = "random:tiny";
+  std::string taesd;
+  std::string device;
+  std::string weights = "fp16";  // fp16 | fp32
+  std::string cache_dir;
+  // request
+  std::string prompt;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  int width = 512;
+  int height = 512;
+  bool size_given = false;
+  int steps = 1;
+  std::string decoder = "full";  // full | tiny | both
+  std::string init_image;
+  float strength = 0.5f;
+  // outputs
+  std::string output;
+  std::string output_tiny;
+  std::string timings;
+  bool verbose = false;
+};
+
+int run_list_devices(const Options& options);
+int run_inspect(const Options& options);
+int run_tokenize(const Options& options);
+int run_generate(const Options& options);
+
+}  // namespace sdt::cli

@@ -1,0 +1,30 @@
+// OpenCL status codes as names and hints, and the one place every OpenCL status is checked.
+//
+// check() turns a failing status into sdt::Error naming the call, the code's name (CL_OUT_OF_RESOURCES, not -5)
+// and a hint. It is also where the test-only fault injection acts: a test arms a fault for a call name and the
+// next matching check() reports that error, so recovery paths run on PoCL in CI.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <string>
+#include <string_view>
+
+namespace sdt::cl {
+
+const char* error_name(cl_int status);
+const char* error_hint(cl_int status);
+
+// Throws sdt::Error (Device, or OutOfMemory for allocation failures) when status != CL_SUCCESS.
+// `call` is the OpenCL function name; `context` says what we were doing (a kernel name, a buffer size).
+void check(cl_int status, const char* call, std::string_view context = {});
+
+// Returns the injected status for `call` if a fault is armed for it (and disarms it), else `status`.
+cl_int inject(cl_int status, const char* call);
+
+// Test-only fault injection. `call` is an OpenCL function name ("clEnqueueNDRangeKernel") or "*" for any;
+// the fault fires on the `skip`+1-th matching check and then disarms.
+void arm_fault(std::string call, cl_int status, int skip = 0);
+void disarm_faults();
+
+}  // namespace sdt::cl

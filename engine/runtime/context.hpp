@@ -1,0 +1,216 @@
+// The OpenCL context of one device: one in-order queue with profiling, a size-keyed buffer pool, the program
+// cache, kernel launches and their profiling events.
+//
+// Usage pattern (see engine/nn): allocate activations from the pool, enqueue kernels without synchronising,
+// let Buffers go out of scope as soon as the kernels that use them are enqueued (the queue is in order, so a
+// later kernel that reuses the memory runs after them), and synchronise once at the read-back.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cl_error.hpp"
+#include "runtime/devices.hpp"
+#include "runtime/program_cache.hpp"
+
+namespace sdt::cl {
+
+// RAII for OpenCL handles. Destructors never throw.
+template <typename T, cl_int (*Release)(T)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T handle) : handle_(handle) {}
+  ~Handle() { reset(); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = other.handle_;
+      other.handle_ = nullptr;
+    }
+    return *this;
+  }
+  void reset() {
+    if (handle_) Release(handle_);
+    handle_ = nullptr;
+  }
+  T get() const { return handle_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+
+ private:
+  T handle_ = nullptr;
+};
+
+using ContextHandle = Handle<cl_context, clReleaseContext>;
+using QueueHandle = Handle<cl_command_queue, clReleaseCommandQueue>;
+using MemHandle = Handle<cl_mem, clReleaseMemObject>;
+using ProgramHandle = Handle<cl_program, clReleaseProgram>;
+using KernelHandle = Handle<cl_kernel, clReleaseKernel>;
+using EventHandle = Handle<cl_event, clReleaseEvent>;
+
+struct PoolState;
+
+// A device buffer. Pooled buffers go back to their pool when destroyed; others are released.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool);
+  ~Buffer();
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  cl_mem get() const { return mem_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return static_cast<bool>(mem_); }
+
+ private:
+  void give_back();
+  MemHandle mem_;
+  std::size_t bytes_ = 0;
+  std::shared_ptr<PoolState> pool_;
+};
+
+// Local memory argument of `bytes` for a kernel launch.
+struct LocalMemory {
+  std::size_t bytes;
+};
+
+// Up to three work dimensions.
+struct Range {
+  std::array<std::size_t, 3> size{1, 1, 1};
+  cl_uint dims = 0;
+  Range() = default;
+  Range(std::size_t x) : size{x, 1, 1}, dims(1) {}
+  Range(std::size_t x, std::size_t y) : size{x, y, 1}, dims(2) {}
+  Range(std::size_t x, std::size_t y, std::size_t z) : size{x, y, z}, dims(3) {}
+};
+
+// Rounds `n` up to a multiple of `multiple`.
+constexpr std::size_t round_up(std::size_t n, std::size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// One profiled kernel execution.
+struct KernelTiming {
+  std::string stage;   // the stage label active when it was enqueued
+  std::string kernel;  // kernel function name
+  double start_ms = 0; // relative to the first event collected
+  double duration_ms = 0;
+};
+
+struct MemoryStats {
+  std::uint64_t pooled_bytes = 0;      // every buffer the pool holds, free or in use
+  std::uint64_t persistent_bytes = 0;  // weights and other non-pooled buffers alive
+  std::uint64_t peak_bytes = 0;        // peak of the sum of the two since reset_peak()
+};
+
+struct ContextOptions {
+  std::filesystem::path cache_dir;  // empty: default_cache_dir()
+  bool disk_cache = true;
+};
+
+class Context {
+ public:
+  explicit Context(const DeviceHandle& device, const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return device_.info; }
+  cl_context context() const { return context_.get(); }
+  cl_device_id device() const { return device_.device; }
+  cl_command_queue queue() const { return queue_.get(); }
+
+  // ---- memory ----
+  // A buffer from the size-keyed pool (contents undefined). Returns to the pool when destroyed.
+  Buffer buffer(std::size_t bytes);
+  // A buffer outside the pool (weights): released when destroyed.
+  Buffer persistent(std::size_t bytes);
+  // Blocking host → device copy (the host memory may be reused on return).
+  void write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset = 0);
+  // Blocking device → host copy; this is a synchronisation point.
+  void read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
+  // Frees every pooled buffer not in use (after an out-of-memory error, or to give memory back).
+  void trim_pool();
+  MemoryStats memory() const;
+  void reset_peak();
+
+  // ---- programs and kernels ----
+  // Kernel `name` from program kernels/<program>.cl built with `options` (appended to the device defines).
+  // Programs and kernels are cached in memory; program binaries on disk.
+  cl_kernel kernel(std::string_view program, std::string_view name, const std::string& options = {});
+  ProgramCache& programs() { return *programs_; }
+  // "-D..." options describing this device (vendor, tunables) prepended to every build.
+  const std::string& device_defines() const { return device_defines_; }
+
+  // ---- launching ----
+  template <typename... Args>
+  void launch(cl_kernel kernel, const Range& global, const Range& local, const Args&... args) {
+    cl_uint index = 0;
+    (set_arg(kernel, index++, args), ...);
+    enqueue(kernel, global, local);
+  }
+  // Waits for every enqueued command.
+  void finish();
+
+  // ---- profiling ----
+  // Launches are labelled with the current stage; with recording on, each launch keeps its event.
+  void set_stage(std::string stage) { stage_ = std::move(stage); }
+  const std::string& stage() const { return stage_; }
+  void set_recording(bool on) { recording_ = on; }
+  bool recording() const { return recording_; }
+  // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
+  std::vector<KernelTiming> collect_timings();
+
+ private:
+  void set_arg(cl_kernel kernel, cl_uint index, const Buffer& buffer);
+  void set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local);
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  void set_arg(cl_kernel kernel, cl_uint index, const T& value) {
+    check(clSetKernelArg(kernel, index, sizeof(T), &value), "clSetKernelArg", kernel_name(kernel));
+  }
+  void set_arg(cl_kernel kernel, cl_uint index, cl_mem mem);
+  std::string kernel_name(cl_kernel kernel) const;
+  void enqueue(cl_kernel kernel, const Range& global, const Range& local);
+  void note_allocation(std::int64_t pooled_delta, std::int64_t persistent_delta);
+
+  DeviceHandle device_;
+  ContextHandle context_;
+  QueueHandle queue_;
+  std::string device_defines_;
+  std::unique_ptr<ProgramCache> programs_;
+  std::unordered_map<std::string, KernelHandle> kernels_;
+  std::unordered_map<cl_kernel, std::string> kernel_names_;
+  std::shared_ptr<PoolState> pool_;
+
+  std::string stage_;
+  bool recording_ = false;
+  struct Recorded {
+    std::string stage;
+    std::string kernel;
+    EventHandle event;
+  };
+  std::vector<Recorded> recorded_;
+
+  friend struct PoolState;
+};
+
+// "-DSDT_VENDOR_NVIDIA=1 ..." for a device: vendor flags and the tunables' row of the per-device table.
+std::string device_build_defines(const DeviceInfo& info);
+
+}  // namespace sdt::cl

@@ -1,0 +1,5 @@
+#include "sdt/engine.hpp"
+
+namespace sdt {
+const char* version() { return SDT_VERSION; }
+}  // namespace sdt

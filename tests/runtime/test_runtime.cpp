@@ -1,0 +1,215 @@
+// The OpenCL runtime on the test device (PoCL on a machine without GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "runtime/cl_error.hpp"
+#include "runtime/context.hpp"
+#include "sdt/device.hpp"
+#include "sdt/error.hpp"
+#include "test_common.hpp"
+
+using namespace sdt;
+
+TEST(Devices, ListsAtLeastOneDeviceWithItsProperties) {
+  const auto devices = list_devices();
+  ASSERT_FALSE(devices.empty()) << "no OpenCL device: is pocl-opencl-icd installed?";
+  for (const auto& d : devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_FALSE(d.vendor.empty());
+    EXPECT_FALSE(d.driver_version.empty());
+    EXPECT_NE(d.opencl_version.find("OpenCL"), std::string::npos);
+    EXPECT_GT(d.global_memory, 0u);
+    EXPECT_GT(d.max_allocation, 0u);
+    EXPECT_GT(d.local_memory, 0u);
+    EXPECT_GT(d.compute_units, 0u);
+    EXPECT_NE(describe(d).find(d.name), std::string::npos);
+  }
+}
+
+TEST(Devices, SelectsByIndexAndByNameSubstring) {
+  const auto devices = list_devices();
+  ASSERT_FALSE(devices.empty());
+  EXPECT_EQ(select_device("0").name, devices[0].name);
+  std::string part = devices[0].name.substr(0, std::min<size_t>(6, devices[0].name.size()));
+  for (auto& c : part) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));  // case-insensitive
+  EXPECT_EQ(select_device(part).global_index, devices[0].global_index);
+}
+
+TEST(Devices, RejectsAnUnknownSelectorListingTheValidOnes) {
+  const auto devices = list_devices();
+  ASSERT_FALSE(devices.empty());
+  for (const std::string selector : {"no-such-device-xyz", "999"}) {
+    try {
+      select_device(selector);
+      FAIL() << "selector " << selector << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+      EXPECT_NE(e.message().find(selector), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(devices[0].name), std::string::npos) << "valid devices not listed: " << e.message();
+    }
+  }
+}
+
+TEST(ClError, NamesCodesAndGivesHints) {
+  EXPECT_STREQ(cl::error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
+  EXPECT_STREQ(cl::error_name(CL_INVALID_KERNEL_NAME), "CL_INVALID_KERNEL_NAME");
+  try {
+    cl::check(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer", "weights");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
+    EXPECT_NE(e.message().find("clCreateBuffer"), std::string::npos);
+    EXPECT_NE(e.message().find("CL_MEM_OBJECT_ALLOCATION_FAILURE"), std::string::npos);
+    EXPECT_FALSE(e.hint().empty());
+  }
+  EXPECT_NO_THROW(cl::check(CL_SUCCESS, "clFinish"));
+}
+
+namespace {
+// Runs the embedded saxpy kernel on n elements and checks it against the same loop in C++.
+void run_saxpy(cl::Context& ctx, int n) {
+  const auto x = test::random_floats(n, 1);
+  auto y = test::random_floats(n, 2);
+  auto expected = y;
+  const float a = 1.75f;
+  for (int i = 0; i < n; ++i) expected[i] = a * x[i] + y[i];
+  auto xb = ctx.buffer(n * sizeof(float));
+  auto yb = ctx.buffer(n * sizeof(float));
+  ctx.write(xb, x.data(), n * sizeof(float));
+  ctx.write(yb, y.data(), n * sizeof(float));
+  ctx.launch(ctx.kernel("smoke", "saxpy"), cl::Range(cl::round_up(n, 64)), cl::Range(64), n, a, xb, yb);
+  std::vector<float> got(n);
+  ctx.read(yb, got.data(), n * sizeof(float));
+  // -cl-mad-enable lets the compiler fuse a*x+y, which rounds once instead of twice.
+  for (int i = 0; i < n; ++i) ASSERT_NEAR(got[i], expected[i], 1e-6f * (1.f + std::abs(expected[i]))) << "at " << i;
+}
+}  // namespace
+
+TEST(Context, RunsAKernelThatMatchesTheCppLoop) {
+  auto ctx = test::make_context();
+  run_saxpy(*ctx, 1000);  // not a multiple of the work-group size
+  run_saxpy(*ctx, 13);
+}
+
+TEST(ProgramCache, SecondContextLoadsTheBinaryFromDisk) {
+  test::TempDir dir("sdt-cache");
+  cl::ContextOptions options;
+  options.cache_dir = dir.path();
+  {
+    cl::Context first(test::test_device(), options);
+    run_saxpy(first, 100);
+    EXPECT_EQ(first.programs().stats().source_builds, 1);
+    EXPECT_EQ(first.programs().stats().disk_hits, 0);
+  }
+  cl::Context second(test::test_device(), options);
+  run_saxpy(second, 100);
+  EXPECT_EQ(second.programs().stats().source_builds, 0);
+  EXPECT_EQ(second.programs().stats().disk_hits, 1);
+  // and a third request in the same context is served from memory
+  second.kernel("smoke", "fill_f32");
+  EXPECT_EQ(second.programs().stats().memory_hits, 1);
+}
+
+TEST(ProgramCache, CorruptOrTruncatedEntryIsRebuiltSilently) {
+  test::TempDir dir("sdt-cache");
+  cl::ContextOptions options;
+  options.cache_dir = dir.path();
+  { cl::Context warm(test::test_device(), options); run_saxpy(warm, 10); }
+  std::vector<std::filesystem::path> entries;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+  const auto size = std::filesystem::file_size(entries[0]);
+
+  for (int damage = 0; damage < 3; ++damage) {
+    if (damage == 0) {  // flip bytes in the middle of the binary
+      std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(size / 2));
+      f.write("garbage!", 8);
+    } else if (damage == 1) {  // truncated
+      std::filesystem::resize_file(entries[0], size / 3);
+    } else {  // not even a header
+      std::ofstream(entries[0], std::ios::trunc) << "x";
+    }
+    cl::Context ctx(test::test_device(), options);
+    run_saxpy(ctx, 10);
+    EXPECT_EQ(ctx.programs().stats().disk_rejects, 1) << "damage " << damage;
+    EXPECT_EQ(ctx.programs().stats().source_builds, 1) << "damage " << damage;
+    EXPECT_EQ(std::filesystem::file_size(entries[0]), size) << "entry rewritten whole after damage " << damage;
+  }
+}
+
+TEST(ProgramCache, UnwritableCacheFolderStillBuilds) {
+  test::TempDir dir("sdt-cache");
+  const auto blocked = dir.path() / "not-a-folder";
+  std::ofstream(blocked) << "a file where the cache folder should be";
+  cl::ContextOptions options;
+  options.cache_dir = blocked / "kernels";
+  cl::Context ctx(test::test_device(), options);
+  run_saxpy(ctx, 10);
+  EXPECT_EQ(ctx.programs().stats().source_builds, 1);
+}
+
+TEST(ProgramCache, SyntaxErrorIsReportedWithTheBuildLog) {
+  auto ctx = test::make_context();
+  const std::string bad = "__kernel void broken(__global float* x) { x[0] = undefined_symbol_xyz; }";
+  try {
+    ctx->programs().get_source("broken", bad, ctx->device_defines());
+    FAIL() << "a kernel with a syntax error built";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_NE(e.message().find("clBuildProgram"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("CL_BUILD_PROGRAM_FAILURE"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("undefined_symbol_xyz"), std::string::npos) << "no build log: " << e.message();
+  }
+}
+
+TEST(BufferPool, ReusesBuffersOfTheSameSize) {
+  auto ctx = test::make_context();
+  cl_mem first_mem = nullptr;
+  {
+    auto a = ctx->buffer(4096);
+    first_mem = a.get();
+  }
+  const auto before = ctx->memory().pooled_bytes;
+  {
+    auto b = ctx->buffer(4096);
+    EXPECT_EQ(b.get(), first_mem) << "a freed buffer of the same size was not reused";
+    auto c = ctx->buffer(4096);  // the first is in use: a new one
+    EXPECT_NE(c.get(), first_mem);
+  }
+  EXPECT_EQ(ctx->memory().pooled_bytes, before + 4096);
+  ctx->trim_pool();
+  EXPECT_EQ(ctx->memory().pooled_bytes, 0u);
+}
+
+TEST(Profiling, RecordsKernelEventsWithStageLabels) {
+  auto ctx = test::make_context();
+  ctx->set_recording(true);
+  ctx->set_stage("poison");
+  auto buf = ctx->buffer(256 * sizeof(float));
+  ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(256), cl::Range(), 256, 1.5f, buf);
+  const auto timings = ctx->collect_timings();
+  ASSERT_EQ(timings.size(), 1u);
+  EXPECT_EQ(timings[0].stage, "poison");
+  EXPECT_EQ(timings[0].kernel, "fill_f32");
+  EXPECT_GE(timings[0].duration_ms, 0.0);
+}
+
+TEST(FaultInjection, NextMatchingCallFailsWithTheChosenError) {
+  auto ctx = test::make_context();
+  cl::arm_fault("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES);
+  auto buf = ctx->buffer(64 * sizeof(float));
+  try {
+    ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(64), cl::Range(), 64, 1.f, buf);
+    FAIL() << "the injected fault did not fire";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
+    EXPECT_NE(e.message().find("fill_f32"), std::string::npos) << e.message();
+  }
+  // disarmed after firing: the next launch works
+  EXPECT_NO_THROW(ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(64), cl::Range(), 64, 1.f, buf));
+  ctx->finish();
+  cl::disarm_faults();
+}
