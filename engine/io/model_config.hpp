@@ -1,0 +1,89 @@
+// Architecture numbers of each model part, read from diffusers config.json files or inferred from tensor
+// shapes for single-file checkpoints. Nothing here is fixed to SD-Turbo's sizes; the defaults are
+// SD-Turbo's (SD 2.x) where a config may leave a field out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sdt::io {
+
+// OpenCLIP ViT-H text tower as SD2 uses it (transformers CLIPTextModel config).
+struct TextEncoderConfig {
+  int vocab_size = 49408;
+  int max_positions = 77;
+  int hidden_size = 1024;
+  int intermediate_size = 4096;
+  int num_heads = 16;
+  int num_layers = 23;  // layers actually run (single files hold one more, unused)
+  float layer_norm_eps = 1e-5f;
+  std::string hidden_act = "gelu";  // "gelu" (exact erf) or "quick_gelu"
+};
+
+// diffusers UNet2DConditionModel.
+struct UNetConfig {
+  int in_channels = 4;
+  int out_channels = 4;
+  std::vector<int> block_out_channels = {320, 640, 1280, 1280};
+  std::vector<std::string> down_block_types = {"CrossAttnDownBlock2D", "CrossAttnDownBlock2D",
+                                               "CrossAttnDownBlock2D", "DownBlock2D"};
+  std::vector<std::string> up_block_types = {"UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D",
+                                             "CrossAttnUpBlock2D"};
+  int layers_per_block = 2;
+  // Heads per block. SD2 configs put the head COUNT in `attention_head_dim` ([5, 10, 20, 20] → D = 64);
+  // `num_attention_heads` wins when present.
+  std::vector<int> num_heads = {5, 10, 20, 20};
+  int transformer_layers_per_block = 1;
+  int cross_attention_dim = 1024;
+  int norm_num_groups = 32;
+  float norm_eps = 1e-5f;
+  bool use_linear_projection = true;
+  bool flip_sin_to_cos = true;
+  float freq_shift = 0;
+  bool upcast_attention = false;
+  std::string mid_block_type = "UNetMidBlock2DCrossAttn";
+};
+
+// diffusers AutoencoderKL.
+struct VaeConfig {
+  int in_channels = 3;
+  int out_channels = 3;
+  int latent_channels = 4;
+  std::vector<int> block_out_channels = {128, 256, 512, 512};
+  int layers_per_block = 2;
+  int norm_num_groups = 32;
+  float scaling_factor = 0.18215f;
+  bool use_quant_conv = true;
+  bool use_post_quant_conv = true;
+  bool mid_block_add_attention = true;
+};
+
+// diffusers AutoencoderTiny / madebyollin TAESD.
+struct TaesdConfig {
+  int in_channels = 3;
+  int out_channels = 3;
+  int latent_channels = 4;
+  std::vector<int> encoder_block_out_channels = {64, 64, 64, 64};
+  std::vector<int> decoder_block_out_channels = {64, 64, 64, 64};
+  std::vector<int> num_encoder_blocks = {1, 3, 3, 3};
+  std::vector<int> num_decoder_blocks = {3, 3, 3, 1};
+  float latent_magnitude = 3;
+  float latent_shift = 0.5f;
+  bool has_encoder = true;
+  bool has_decoder = true;
+};
+
+// diffusers EulerDiscreteScheduler.
+struct SchedulerConfig {
+  int num_train_timesteps = 1000;
+  float beta_start = 0.00085f;
+  float beta_end = 0.012f;
+  std::string beta_schedule = "scaled_linear";  // or "linear"
+  std::string prediction_type = "epsilon";
+  std::string timestep_spacing = "trailing";  // "trailing", "leading", "linspace"
+  int steps_offset = 1;
+  std::string interpolation_type = "linear";
+  bool use_karras_sigmas = false;
+};
+
+}  // namespace sdt::io

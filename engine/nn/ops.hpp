@@ -1,0 +1,68 @@
+// The device operations the models are built from. Each enqueues one or a few kernels on ctx's in-order queue
+// and returns a new pooled tensor; nothing synchronises. Weight arguments (w, b, gamma, beta, table) may be
+// fp32 or fp16; activations are fp32. Every op validates its shapes and throws sdt::Error (Internal) naming
+// the op and the shapes when they do not fit.
+#pragma once
+
+#include "nn/tensor.hpp"
+
+namespace sdt::nn {
+
+enum class Act { None, SiLU, GELU, ReLU };
+
+// y = act(x · wᵀ + b) (+ residual)   x: [M, K], w: [N, K], b: [N] or null, residual: [M, N] or null → [M, N]
+// The residual is added after the activation.
+Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act = Act::None,
+              const Tensor* residual = nullptr);
+
+// 2-D convolution, batch 1, dilation 1, groups 1.   x: [C, H, W], w: [O, C, k, k], b: [O] or null,
+// residual: [O, H', W'] or null → [O, H', W'] with H' = (H + 2·pad − k) / stride + 1. k is 1 or 3.
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+              const Tensor* residual = nullptr);
+
+// Group norm over x: [C, ...] (C divisible by groups), per-channel gamma/beta: [C]; optional SiLU after.
+Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                  bool silu);
+
+// Layer norm over the last dimension.   x: [T, C], gamma/beta: [C] → [T, C]
+Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+
+// Scaled dot-product attention, softmax(q·kᵀ / sqrt(D)) · v, per head, without materialising the [Tq, Tk]
+// matrix for long sequences.   q: [Tq, heads·D], k, v: [Tk, heads·D] → [Tq, heads·D]
+// causal: query i sees keys 0..i (the text encoder). D up to 512 (the VAE's single head has D = 512).
+Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal);
+
+// Element-wise.
+Tensor activation(cl::Context& ctx, const Tensor& x, Act act);  // any shape
+// diffusers GEGLU after its projection: x: [T, 2F] → [T, F] = x[:, :F] · gelu(x[:, F:]) (exact erf GELU)
+Tensor geglu(cl::Context& ctx, const Tensor& x);
+Tensor add(cl::Context& ctx, const Tensor& a, const Tensor& b);  // same shapes
+// x: [C, H, W] + v: [C] broadcast over H, W (fp32 v: the time embedding projected per resnet)
+Tensor add_channel_bias(cl::Context& ctx, const Tensor& x, const Tensor& v);
+// out = alpha · a + beta · b (scheduler updates on the device)
+Tensor axpby(cl::Context& ctx, float alpha, const Tensor& a, float beta, const Tensor& b);
+Tensor scale(cl::Context& ctx, const Tensor& x, float s);
+// tanh(x / magnitude) · magnitude (TAESD's latent clamp)
+Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude);
+
+// Layout.
+Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);            // [C, H, W] → [C, 2H, 2W]
+Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b);  // [C1, H, W], [C2, H, W] → [C1+C2, H, W]
+Tensor transpose(cl::Context& ctx, const Tensor& x);                     // [A, B] → [B, A]
+
+// Embeddings.
+// Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]
+Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor& table, const Tensor& positions);
+// Sinusoidal timestep embedding as diffusers' get_timestep_embedding: half = dim/2,
+// freq_i = exp(−ln(10000) · i / (half − shift)), args = t · freq; [sin, cos] or [cos, sin] when flip_sin_to_cos.
+// → [dim]
+Tensor timestep_embedding(cl::Context& ctx, float timestep, int dim, bool flip_sin_to_cos, float shift);
+
+// Image conversion.   x: [3, H, W] fp32 → H·W·3 bytes, round(clamp(x·a + b, 0, 1) · 255)
+// (VAE output: a = 0.5, b = 0.5; TAESD original weights: a = 1, b = 0).
+cl::Buffer to_rgb8(cl::Context& ctx, const Tensor& x, float a, float b);
+
+// Counts NaN/Inf entries of x (one small reduction; synchronises when read).
+std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x);
+
+}  // namespace sdt::nn
