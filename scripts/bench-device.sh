@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with the bundle made by scripts/build-device-bundle.sh
+# (carried as .carry/device): GPU correctness checks against the fixtures, then sdturbo-bench on every OpenCL
+# device (the NVIDIA GPU, and PoCL for reference), leaving JSON and logs in OUTDIR and a short table last.
+#   scripts/bench-device.sh OUTDIR [BUNDLE_DIR]
+set -uo pipefail
+out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
+bundle=${2:-.carry/device}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
+export SDT_FIXTURES="$bundle/fixtures"
+
+# NVIDIA's ICD file is missing on some images.
+if [ ! -e /etc/OpenCL/vendors/nvidia.icd ] && ldconfig -p | grep -q libnvidia-opencl.so.1; then
+  mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$out/nvidia-smi.txt" 2>&1
+"$bundle/bin/sdturbo-cli" --list-devices | tee "$out/devices.txt"
+gpu=$(grep -m1 -i nvidia "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
+gpu=${gpu:-0}
+
+# Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
+for t in sdt_test_runtime sdt_test_kernels sdt_test_models; do
+  [ -x "$bundle/bin/$t" ] || continue
+  SDT_TEST_DEVICE=$gpu timeout 300 "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
+  echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
+done
+
+bench=$bundle/bin/sdturbo-bench
+if [ -x "$bench" ]; then
+  cache=$(mktemp -d)
+  for weights in fp32 fp16; do
+    "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" --width 512 --height 512 \
+      --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" --json "$out/bench-h200-$weights.json" \
+      >"$out/bench-h200-$weights.txt" 2>&1
+    echo "bench $weights: exit $?"
+  done
+  pocl=$(grep -m1 -i "portable computing" "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
+  if [ -n "$pocl" ]; then
+    timeout 240 "$bench" --device "$pocl" --model random:tiny --weights fp32 --width 128 --height 128 --warmup 1 \
+      --runs 3 --cache-dir "$cache" --json "$out/bench-pocl-tiny.json" >"$out/bench-pocl-tiny.txt" 2>&1
+    echo "bench pocl (tiny, reference): exit $?"
+  fi
+  echo
+  for f in "$out"/bench-h200-*.txt; do echo "== $(basename "$f")"; tail -n 25 "$f"; done
+fi
