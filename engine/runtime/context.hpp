@@ -18,6 +18,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/cl_error.hpp"
@@ -175,6 +176,10 @@ class Context {
   bool recording() const { return recording_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
   std::vector<KernelTiming> collect_timings();
+  // Floating-point operations of the work enqueued, counted by the ops (2 per multiply-add) per stage label, so
+  // the benchmark can report achieved FLOP/s per stage. take_flops() returns and forgets the counts.
+  void add_flops(double flops) { flops_[stage_] += flops; }
+  std::map<std::string, double> take_flops() { return std::exchange(flops_, {}); }
 
  private:
   void set_arg(cl_kernel kernel, cl_uint index, const Buffer& buffer);
@@ -206,6 +211,7 @@ class Context {
     EventHandle event;
   };
   std::vector<Recorded> recorded_;
+  std::map<std::string, double> flops_;
 
   friend struct PoolState;
 };

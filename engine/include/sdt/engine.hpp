@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,17 @@ struct StageTimings {
   double readback_ms = 0;
   double total_ms = 0;  // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
+  // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
+  // the ops as 2 per multiply-add: the benchmark's achieved TFLOP/s.
+  std::map<std::string, double> stage_flops;
+};
+
+// Time per kernel function within a stage, summed over its launches (EngineOptions::profile_kernels).
+struct KernelProfileEntry {
+  std::string stage;
+  std::string kernel;
+  int launches = 0;
+  double total_ms = 0;
 };
 
 // One-time costs of opening the engine.
@@ -86,6 +98,7 @@ struct Result {
   std::uint64_t seed = 0;
   std::vector<float> latents;  // final latents [4, h/8, w/8]
   StageTimings timings;
+  std::vector<KernelProfileEntry> kernel_profile;  // empty unless EngineOptions::profile_kernels
 };
 
 struct Progress {
