@@ -1,10 +1,210 @@
+// sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image.
+// Everything the user can get wrong is checked before the engine touches a device: the request itself
+// (sdt::check_request), the output paths (the folder exists and takes a file), the init image (readable PNG;
+// its size becomes the request's unless --width/--height are given), and whether TAESD is present.
+// Ctrl+C raises the engine's cancel flag: the run stops at the next stage boundary and no file is written.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "options.hpp"
+#include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/image.hpp"
 
 namespace sdt::cli {
 
-int run_generate(const Options&) {
-  throw Error(ErrorKind::Internal, "sdturbo-cli: --generate is not available in this build yet");
+namespace {
+
+namespace fs = std::filesystem;
+
+// Set by the SIGINT handler; lock-free, so writing it from a signal handler is allowed.
+std::atomic<bool> g_cancel{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_interrupt(int) {
+  g_cancel.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl+C ends the process at once
+}
+
+[[noreturn]] void reject(const std::string& message, const std::string& hint = {}) {
+  throw Error(ErrorKind::BadRequest, message, hint);
+}
+
+// The folder of `path` exists and accepts a new file; `path` is not a folder.
+void check_writable(const fs::path& path, const char* option) {
+  if (path.empty()) reject(std::string(option) + " FILE.png is required", "say where the image should go");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) reject(std::string(option) + " " + path.string() + " is a folder, not a file name");
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::is_directory(dir, ec))
+    reject(std::string(option) + ": the folder " + dir.string() + " does not exist", "create it first");
+  std::random_device rd;
+  const fs::path probe = dir / (".sdturbo-write-test-" + std::to_string(rd()));
+  {
+    std::ofstream f(probe, std::ios::binary);
+    if (!f) reject(std::string(option) + ": cannot create files in " + dir.string(), "check the folder's permissions");
+  }
+  fs::remove(probe, ec);
+}
+
+fs::path tiny_path_for(const fs::path& output) {
+  return output.parent_path() / (output.stem().string() + "_taesd" + output.extension().string());
+}
+
+std::string describe_stage_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%10.1f", ms);
+  return text;
+}
+
+void print_timings(const Engine& engine, const Result& r) {
+  const StageTimings& t = r.timings;
+  std::fprintf(stderr, "stage                     ms\n");
+  auto row = [](const std::string& name, double ms, const char* note = "") {
+    std::fprintf(stderr, "%-16s %s %s\n", name.c_str(), describe_stage_ms(ms).c_str(), note);
+  };
+  row("tokenize", t.tokenize_ms);
+  row("text encoder", t.text_encoder_ms, t.text_cache_hit ? "(cached prompt)" : "");
+  if (t.vae_encode_ms > 0) row("vae encode", t.vae_encode_ms);
+  for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i) row("unet step " + std::to_string(i + 1), t.unet_step_ms[i]);
+  if (t.vae_decode_ms > 0) row("vae decode", t.vae_decode_ms);
+  if (t.taesd_decode_ms > 0) row("taesd decode", t.taesd_decode_ms);
+  row("read-back", t.readback_ms);
+  if (t.kernel_build_ms > 0) row("kernel build", t.kernel_build_ms, "(first run only)");
+  row("total", t.total_ms, "(host clock)");
+  const LoadTimings& l = engine.load_timings();
+  std::fprintf(stderr,
+               "one-time: model load %.1f ms, upload %.1f ms (%.1f MiB of weights), kernel builds %.1f ms "
+               "(%d cached, %d built); peak device memory %.1f MiB\n",
+               l.model_load_ms, l.upload_ms, static_cast<double>(l.weight_bytes) / (1 << 20), l.kernel_build_ms,
+               l.kernel_cache_hits, l.kernel_cache_misses, static_cast<double>(t.peak_device_bytes) / (1 << 20));
+}
+
+nlohmann::json timings_json(const Engine& engine, const Request& request, const Result& r) {
+  const StageTimings& t = r.timings;
+  const LoadTimings& l = engine.load_timings();
+  nlohmann::json j;
+  j["device"] = engine.device().name;
+  j["model"] = engine.model().name;
+  j["random_weights"] = engine.model().random_weights;
+  j["width"] = request.width;
+  j["height"] = request.height;
+  j["steps"] = request.steps;
+  j["decoder"] = to_string(request.decoder);
+  j["stages_ms"] = {{"tokenize", t.tokenize_ms},         {"text_encoder", t.text_encoder_ms},
+                    {"vae_encode", t.vae_encode_ms},     {"unet_steps", t.unet_step_ms},
+                    {"vae_decode", t.vae_decode_ms},     {"taesd_decode", t.taesd_decode_ms},
+                    {"readback", t.readback_ms},         {"kernel_build", t.kernel_build_ms},
+                    {"total", t.total_ms}};
+  j["text_cache_hit"] = t.text_cache_hit;
+  j["peak_device_bytes"] = t.peak_device_bytes;
+  j["stage_flops"] = t.stage_flops;
+  j["load_ms"] = {{"model_load", l.model_load_ms}, {"upload", l.upload_ms}, {"kernel_build", l.kernel_build_ms}};
+  j["kernel_cache"] = {{"hits", l.kernel_cache_hits}, {"misses", l.kernel_cache_misses}};
+  j["weight_bytes"] = l.weight_bytes;
+  return j;
+}
+
+// Written beside the target and renamed, like the PNGs, so a reader never sees half a file.
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  const fs::path temp = path.string() + ".tmp";
+  {
+    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) throw Error(ErrorKind::Io, "could not write " + temp.string(), "check the disk and permissions");
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    throw Error(ErrorKind::Io, "could not write " + path.string() + ": " + ec.message());
+  }
+}
+
+}  // namespace
+
+int run_generate(const Options& o) {
+  // ---- the request, checked before anything is opened ----
+  Request request;
+  request.prompt = o.prompt;
+  request.seed = o.seed;
+  request.width = o.width;
+  request.height = o.height;
+  request.steps = o.steps;
+  const auto decoder = parse_decoder(o.decoder);
+  if (!decoder) reject("--decoder " + o.decoder + " is not one of full, tiny, both");
+  request.decoder = *decoder;
+  if (!o.init_image.empty()) {
+    request.init_image = read_png(o.init_image);  // BadRequest naming the file when unreadable
+    if (!o.size_given) {
+      request.width = request.init_image->width;
+      request.height = request.init_image->height;
+    }
+    request.strength = o.strength;
+  }
+  check_request(request);
+
+  const fs::path output = o.output;
+  check_writable(output, "--output");
+  fs::path output_tiny;
+  if (request.decoder == Decoder::Both) {
+    output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : fs::path(o.output_tiny);
+    check_writable(output_tiny, "--output-tiny");
+    if (fs::absolute(output_tiny) == fs::absolute(output)) reject("--output and --output-tiny name the same file");
+  } else if (!o.output_tiny.empty()) {
+    reject("--output-tiny is only used with --decoder both");
+  }
+  if (!o.timings.empty()) check_writable(o.timings, "--timings");
+
+  // ---- the engine ----
+  g_cancel.store(false);
+  std::signal(SIGINT, on_interrupt);
+  EngineOptions options;
+  options.model = o.model;
+  options.taesd = o.taesd;
+  options.model_config = o.config;
+  options.device = o.device;
+  options.weights = o.weights == "fp32" ? WeightStorage::F32 : WeightStorage::F16;
+  options.cache_dir = o.cache_dir;
+  options.cancel = &g_cancel;
+  options.require_taesd = request.decoder != Decoder::Full;
+  Engine engine(options);
+  if (engine.model().random_weights)
+    std::fprintf(stderr, "note: %s has seeded random weights: the image is coloured noise, for testing only\n",
+                 engine.model().name.c_str());
+
+  ProgressCallback progress;
+  if (o.verbose)
+    progress = [](const Progress& p) {
+      if (p.steps > 0) std::fprintf(stderr, "  %s %d/%d\n", p.stage.c_str(), p.step, p.steps);
+      else std::fprintf(stderr, "  %s\n", p.stage.c_str());
+    };
+  const Result result = engine.generate(request, progress, &g_cancel);
+  for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  if (g_cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
+
+  // ---- outputs ----
+  write_png(output, result.image, engine.png_metadata(request, result));
+  std::printf("wrote %s (%dx%d, seed %llu, %s)\n", output.string().c_str(), result.image.width, result.image.height,
+              static_cast<unsigned long long>(result.seed),
+              request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
+  if (request.decoder == Decoder::Both) {
+    write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
+    std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", output_tiny.string().c_str(), result.image_tiny.width,
+                result.image_tiny.height, static_cast<unsigned long long>(result.seed));
+  }
+  print_timings(engine, result);
+  if (!o.timings.empty()) write_text_atomically(o.timings, timings_json(engine, request, result).dump(2) + "\n");
+  std::signal(SIGINT, SIG_DFL);
+  return 0;
 }
 
 }  // namespace sdt::cli

@@ -1,10 +1,46 @@
+// sdturbo-cli --tokenize TEXT [--model PATH]: prints the 77 CLIP token ids of TEXT as one JSON array line on
+// stdout, exactly as transformers' CLIPTokenizer gives them for SD2 / SD-Turbo, and warns on stderr when the
+// prompt is longer than the text encoder takes. With --model pointing at a diffusers folder, that model's
+// tokenizer/ (vocab.json + merges.txt) is used; otherwise (single-file checkpoints, random:*) the bundled
+// CLIP vocabulary.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
 #include "options.hpp"
-#include "sdt/error.hpp"
+#include "text/clip_tokenizer.hpp"
 
 namespace sdt::cli {
 
-int run_tokenize(const Options&) {
-  throw Error(ErrorKind::Internal, "sdturbo-cli: --tokenize is not available in this build yet");
+namespace {
+
+text::ClipTokenizer tokenizer_for(const std::string& model) {
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::path(model) / "tokenizer";
+  if (!model.empty() && std::filesystem::is_regular_file(folder / "vocab.json", ec))
+    return text::ClipTokenizer::from_folder(folder);
+  return text::ClipTokenizer::bundled();
+}
+
+}  // namespace
+
+int run_tokenize(const Options& options) {
+  const text::ClipTokenizer tokenizer = tokenizer_for(options.model);
+  const text::TokenizedPrompt tokens = tokenizer.encode(*options.tokenize);
+  std::string line = "[";
+  for (std::size_t i = 0; i < tokens.ids.size(); ++i) {
+    if (i) line += ", ";
+    line += std::to_string(tokens.ids[i]);
+  }
+  line += "]\n";
+  std::fputs(line.c_str(), stdout);
+  if (tokens.truncated()) {
+    std::fprintf(stderr,
+                 "warning: the prompt is %zu tokens long; the text encoder takes %zu, so the last %zu were dropped\n",
+                 tokens.prompt_tokens, tokens.prompt_tokens - tokens.dropped_tokens, tokens.dropped_tokens);
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 }  // namespace sdt::cli

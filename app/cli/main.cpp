@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
+  app.add_option("--config", o.config,
+                 "Single-file checkpoint: a diffusers folder whose config.json files describe it (when its head "
+                 "counts cannot be read from the weights)");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name (default: first GPU)");
   app.add_option("--weights", o.weights, "Weight storage on the device")
       ->check(CLI::IsMember({"fp16", "fp32"}))
@@ -28,8 +31,12 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache folder (default: the platform's cache folder)");
   app.add_option("--prompt", o.prompt, "The prompt");
   app.add_option("--seed", o.seed, "Seed (default 0)")->each([&](const std::string&) { o.seed_given = true; });
-  app.add_option("--width", o.width, "Width, a multiple of 64")->capture_default_str();
-  app.add_option("--height", o.height, "Height, a multiple of 64")->capture_default_str();
+  app.add_option("--width", o.width, "Width, a multiple of 64 (img2img: the init image's width)")
+      ->capture_default_str()
+      ->each([&](const std::string&) { o.size_given = true; });
+  app.add_option("--height", o.height, "Height, a multiple of 64 (img2img: the init image's height)")
+      ->capture_default_str()
+      ->each([&](const std::string&) { o.size_given = true; });
   app.add_option("--steps", o.steps, "Euler steps, 1 to 4")->capture_default_str();
   app.add_option("--decoder", o.decoder, "full (VAE), tiny (TAESD) or both")
       ->check(CLI::IsMember({"full", "tiny", "both"}))

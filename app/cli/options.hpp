@@ -15,6 +15,7 @@ struct Options {
   // model and device
   std::string model = "random:tiny";
   std::string taesd;
+  std::string config;  // diffusers folder whose configs describe a single-file checkpoint
   std::string device;
   std::string weights = "fp16";  // fp16 | fp32
   std::string cache_dir;
@@ -28,7 +29,7 @@ struct Options {
   int steps = 1;
   std::string decoder = "full";  // full | tiny | both
   std::string init_image;
-  float strength = 0.5f;
+  double strength = 0.5;  // double: diffusers computes int(steps · strength) in double precision
   // outputs
   std::string output;
   std::string output_tiny;

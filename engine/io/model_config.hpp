@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sdt::io {
@@ -25,8 +26,8 @@ struct UNetConfig {
   int in_channels = 4;
   int out_channels = 4;
   std::vector<int> block_out_channels = {320, 640, 1280, 1280};
-  std::vector<std::string> down_block_types = {"CrossAttnDownBlock2D", "CrossAttnDownBlock2D",
-                                               "CrossAttnDownBlock2D", "DownBlock2D"};
+  std::vector<std::string> down_block_types = {"CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D",
+                                               "DownBlock2D"};
   std::vector<std::string> up_block_types = {"UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D",
                                              "CrossAttnUpBlock2D"};
   int layers_per_block = 2;
@@ -85,5 +86,23 @@ struct SchedulerConfig {
   std::string interpolation_type = "linear";
   bool use_karras_sigmas = false;
 };
+
+// Parsing of the diffusers / transformers config.json files (model_config.cpp). Each takes the file's text
+// and a name for messages, fills the fields it knows (missing or null fields keep the defaults above), and
+// throws sdt::Error (BadModel) naming the file and field when the JSON is malformed, a field has the wrong
+// type, a number is absurd, or a setting changes the network in a way the engine does not implement.
+TextEncoderConfig parse_text_encoder_config(std::string_view json_text, const std::string& source);
+UNetConfig parse_unet_config(std::string_view json_text, const std::string& source);
+VaeConfig parse_vae_config(std::string_view json_text, const std::string& source);
+TaesdConfig parse_taesd_config(std::string_view json_text, const std::string& source);
+SchedulerConfig parse_scheduler_config(std::string_view json_text, const std::string& source);
+
+// Range and consistency checks (sizes positive and bounded, heads dividing widths, groups dividing channels,
+// list lengths matching); also applied to configs inferred from tensor shapes. Throws sdt::Error (BadModel).
+void validate(const TextEncoderConfig& config, const std::string& source);
+void validate(const UNetConfig& config, const std::string& source);
+void validate(const VaeConfig& config, const std::string& source);
+void validate(const TaesdConfig& config, const std::string& source);
+void validate(const SchedulerConfig& config, const std::string& source);
 
 }  // namespace sdt::io

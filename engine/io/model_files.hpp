@@ -4,8 +4,12 @@
 //   "text_encoder.text_model.encoder.layers.0.self_attn.q_proj.weight"
 //   "unet.down_blocks.0.resnets.0.conv1.weight"
 //   "vae.decoder.mid_block.attentions.0.to_q.weight"   (linear [C, C], even where the file had a 1×1 conv)
-//   "taesd.decoder.layers.1.weight"                    (diffusers AutoencoderTiny names)
-// Files stay memory-mapped; only converted tensors (split q/k/v, reshaped) are copied.
+//   "taesd.decoder.layers.0.weight"                    (diffusers AutoencoderTiny names: the original
+//                                                       taesd_decoder's "1.weight"; its index 0 is the clamp)
+// Files stay memory-mapped and nothing is copied: split q/k/v are row ranges of the fused tensor and the
+// reshaped 1×1-conv weights are the same bytes with a 2-D shape (weight_names.hpp has the mapping).
+// After open_model succeeds, every weight the configs imply exists with its shape (weight_specs.hpp lists
+// them), so WeightSet::get(name, shape) of the models cannot fail for a missing or misshapen tensor.
 #pragma once
 
 #include <filesystem>
@@ -49,9 +53,11 @@ class WeightSet {
 struct PartInfo {
   std::string part;    // "text_encoder", "unet", "vae", "taesd"
   std::string source;  // file it came from
-  std::string format;  // "safetensors F32", "safetensors F16", "random"
+  std::string format;  // "safetensors F32", "safetensors F16", "safetensors F16+F32", "random F32", ...
   std::int64_t parameters = 0;
   std::size_t bytes = 0;
+  std::map<std::string, int> dtype_tensors;  // tensors per dtype ("F32" → 196)
+  int unused_tensors = 0;                    // tensors in its file(s) that SD 2.x does not use (skipped)
 };
 
 struct ModelFiles {
@@ -70,16 +76,37 @@ struct ModelFiles {
   WeightSet weights;
   std::vector<PartInfo> parts;
   std::string hash;  // short content hash for PNG metadata
+  // Things the user should know that do not stop loading (a guessed head count, no VAE encoder so no img2img,
+  // the bundled tokenizer, another scheduler class). Also logged on the "io" logger.
+  std::vector<std::string> warnings;
+};
+
+struct OpenOptions {
+  std::string taesd;  // as open_model's `taesd`
+  // For single-file checkpoints: a diffusers folder (or any folder with text_encoder/, unet/, vae/ config.json
+  // files and optionally scheduler/scheduler_config.json) whose configs describe the checkpoint, as diffusers'
+  // from_single_file(config=...) does. They replace the architecture read from the shapes (which cannot tell
+  // the head count of widths that are not multiples of 64) and are checked against the weights.
+  std::filesystem::path config_dir;
+  bool compute_hash = true;
 };
 
 // Opens and validates everything loading needs, without any device. `taesd` may be empty (then "taesd/" or
 // "taesd_decoder.safetensors" next to the model is used when present). Throws sdt::Error (BadModel) with the
 // file, tensor or field and what was expected.
 ModelFiles open_model(const std::string& model, const std::string& taesd = {});
+ModelFiles open_model(const std::string& model, const OpenOptions& options);
+
+// TAESD on its own (an AutoencoderTiny folder, or taesd_decoder.safetensors / taesd_encoder.safetensors, each
+// picking up its twin beside it): a ModelFiles with only `taesd`, its weights and its part. For --inspect.
+bool looks_like_taesd(const std::filesystem::path& path);
+ModelFiles open_taesd(const std::filesystem::path& path);
 
 // The embedded random models: "random:tiny" (the fixtures' architecture) and "random:sd-turbo" (SD-Turbo's
 // exact architecture), seeded, initialised like PyTorch's defaults so activations stay finite.
 bool is_random_model(const std::string& model);
 ModelFiles make_random_model(const std::string& model, std::uint64_t seed = 0);
+// The configs of a random model without generating its weights (shapes and counts for tests and --inspect).
+ModelFiles random_model_configs(const std::string& model);
 
 }  // namespace sdt::io

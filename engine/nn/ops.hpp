@@ -20,6 +20,17 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
               const Tensor* residual = nullptr);
 
+// The same with the full geometry: zero padding per side (the VAE encoder's Downsample2D pads only right and
+// bottom, by one) and, with upsample2x, x read as its nearest-2× upsampling without storing it (Upsample2D's
+// interpolate + conv in one pass).   H' = (H·u + pad_top + pad_bottom − k) / stride + 1 with u = 2 or 1.
+struct ConvGeometry {
+  int stride = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  bool upsample2x = false;
+};
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& geometry,
+              const Tensor* residual = nullptr);
+
 // Group norm over x: [C, ...] (C divisible by groups), per-channel gamma/beta: [C]; optional SiLU after.
 Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                   bool silu);

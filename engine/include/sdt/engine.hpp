@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -31,10 +32,19 @@ struct EngineOptions {
   // TAESD: a diffusers AutoencoderTiny folder or taesd_decoder.safetensors. Empty: "taesd/" next to the model,
   // if present; the random models carry their own.
   std::string taesd;
+  // For a single-file checkpoint: a diffusers folder whose config.json files describe it (as diffusers'
+  // from_single_file(config=...)); needed when the head counts cannot be read from the weights. Empty: inferred.
+  std::filesystem::path model_config;
   std::string device;  // selector, see select_device()
   WeightStorage weights = WeightStorage::F16;
   std::filesystem::path cache_dir;  // kernel binary cache; empty: the platform's cache location
   bool profile_kernels = false;     // keep per-kernel events for a per-family breakdown (benchmark)
+  // Checked between weight uploads while the engine opens: raising it stops loading with Error (Cancelled).
+  const std::atomic<bool>* cancel = nullptr;
+  std::size_t prompt_cache_entries = 16;  // text-encoder outputs kept on the device (LRU)
+  // Fail while opening, before the device is touched, when the model has no TAESD decoder (the CLI sets it for
+  // --decoder tiny/both).
+  bool require_taesd = false;
 };
 
 struct Request {
@@ -45,7 +55,7 @@ struct Request {
   int steps = 1;  // 1..4
   Decoder decoder = Decoder::Full;
   std::optional<Image> init_image;  // img2img when set
-  float strength = 0.5f;            // img2img only, in (0, 1]
+  double strength = 0.5;  // img2img only, in (0, 1]; double: diffusers computes int(steps · strength) in double
 };
 
 // Milliseconds. Device stages come from OpenCL profiling events; host stages from a steady clock.
@@ -58,6 +68,7 @@ struct StageTimings {
   double vae_decode_ms = 0;
   double taesd_decode_ms = 0;
   double readback_ms = 0;
+  double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;  // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
   // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
@@ -99,6 +110,9 @@ struct Result {
   std::vector<float> latents;  // final latents [4, h/8, w/8]
   StageTimings timings;
   std::vector<KernelProfileEntry> kernel_profile;  // empty unless EngineOptions::profile_kernels
+  int prompt_tokens = 0;                 // tokens the prompt made (without start/end tokens)
+  int dropped_tokens = 0;                // of those, how many did not fit into the 77 positions
+  std::vector<std::string> warnings;     // things the user should know (truncated prompt, ...)
 };
 
 struct Progress {
@@ -126,14 +140,22 @@ class Engine {
   const ModelSummary& model() const;
   const LoadTimings& load_timings() const;
 
-  // The A1111-style "parameters" text and our JSON for a result, for the PNG chunks.
-  std::vector<PngText> png_metadata(const Request& request, const Result& result) const;
+  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks. `tiny_image`:
+  // for the TAESD image of a Both request (its metadata names the decoder that made it).
+  std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image = false) const;
 
   struct Impl;
+  // The implementation (pipeline/engine_impl.hpp), for the engine's own tests and tools.
+  Impl& impl() { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The checks of Engine::validate that need no model: sizes (multiples of 64, 64..2048), steps (1..4), strength
+// and init-image size. Throws sdt::Error (BadRequest) saying what is allowed. The CLI calls it before opening
+// anything.
+void check_request(const Request& request);
 
 // The version string of the engine (project version).
 const char* version();

@@ -22,11 +22,15 @@ struct PngText {
   std::string value;
 };
 
-// Writes atomically: a temporary file beside `path`, then a rename. Throws sdt::Error (Io) naming the path.
+// Writes atomically: a temporary file beside `path`, flushed to disk, then renamed over `path` (an existing
+// file is replaced; callers choose unique names). Throws sdt::Error (Io) naming the path and the OS error,
+// and leaves no temporary file. Identical input gives identical bytes. Text values that are not valid UTF-8
+// (or hold NUL) are stored with U+FFFD in their place.
 void write_png(const std::filesystem::path& path, const Image& image, const std::vector<PngText>& texts = {});
 // Encodes to memory (for the app, which saves through QSaveFile).
 std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngText>& texts = {});
-// Reads an 8-bit RGB(A)/grey PNG as RGB. Throws sdt::Error (BadRequest) for anything unreadable.
+// Reads any PNG (RGB, RGBA, grey, palette; 1- to 16-bit; interlaced) as 8-bit RGB, alpha dropped, and its
+// tEXt/zTXt/iTXt chunks as UTF-8. Throws sdt::Error (BadRequest) naming the path for anything unreadable.
 Image read_png(const std::filesystem::path& path, std::vector<PngText>* texts = nullptr);
 
 }  // namespace sdt

@@ -1,0 +1,146 @@
+// TensorView: element counts, fp16/bf16 → fp32 conversion, and the "is the mapping still intact" check that
+// guards every read of a memory-mapped weight file (RELIABILITY.md item 13).
+#include "io/tensor_view.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "io/json_util.hpp"
+#include "io/mapped_file.hpp"
+#include "sdt/error.hpp"
+
+namespace sdt::io {
+
+static_assert(std::endian::native == std::endian::little, "weight files are little-endian; so must the host be");
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+  }
+  return "?";
+}
+
+std::size_t element_size(DType dtype) {
+  return dtype == DType::F32 ? 4 : 2;
+}
+
+std::string shape_to_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::int64_t TensorView::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string TensorView::describe() const {
+  // Names come from files: escaped, so a crafted name cannot drive a terminal.
+  if (file) return printable(name) + " in " + printable(file->path().string(), 400);
+  return printable(name);
+}
+
+void TensorView::check_intact() const {
+  if (file) file->check_intact();
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exponent = (h >> 10) & 0x1fu;
+  std::uint32_t mantissa = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // Inf / NaN (payload kept)
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;  // ±0
+  } else {
+    // Subnormal half: normalise the mantissa into an fp32 normal number.
+    exponent = 113;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+std::uint16_t float_to_half(float f) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t abs = bits & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // Inf or NaN
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: Inf
+  if (abs < 0x38800000u) {
+    // Result is subnormal (or zero): shift the implicit-one mantissa into place, round to nearest even.
+    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal
+    const std::uint32_t exponent = abs >> 23;
+    const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126 - exponent;  // 14..24
+    std::uint32_t value = mantissa >> shift;
+    const std::uint32_t remainder = mantissa & ((1u << shift) - 1);
+    const std::uint32_t halfway = 1u << (shift - 1);
+    if (remainder > halfway || (remainder == halfway && (value & 1u))) ++value;
+    return static_cast<std::uint16_t>(sign | value);
+  }
+  // Normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even without a branch
+  // (adding 0xfff plus the kept lowest bit carries exactly when rounding up; a carry into the exponent is
+  // still the right answer). Branch-free matters: the random models convert 1.3 G values.
+  const std::uint32_t rebiased = abs - 0x38000000u;
+  return static_cast<std::uint16_t>(sign | ((rebiased + 0x0fffu + ((rebiased >> 13) & 1u)) >> 13));
+}
+
+float bf16_to_float(std::uint16_t b) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+void TensorView::to_f32(float* out) const {
+  check_intact();
+  const auto n = static_cast<std::size_t>(numel());
+  if (n * element_size(dtype) != bytes) {
+    throw Error(ErrorKind::Internal, "tensor " + describe() + ": shape " + shape_to_string(shape) + " of " +
+                                         to_string(dtype) + " needs " + std::to_string(n * element_size(dtype)) +
+                                         " bytes, the view holds " + std::to_string(bytes));
+  }
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(out, data, n * 4);
+      break;
+    case DType::F16:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, data + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      break;
+    case DType::BF16:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, data + 2 * i, 2);
+        out[i] = bf16_to_float(h);
+      }
+      break;
+  }
+}
+
+std::vector<float> TensorView::to_f32() const {
+  std::vector<float> out(static_cast<std::size_t>(numel()));
+  to_f32(out.data());
+  return out;
+}
+
+}  // namespace sdt::io

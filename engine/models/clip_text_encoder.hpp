@@ -1,0 +1,49 @@
+// The CLIP text encoder as SD 2.x and SD-Turbo use it: the OpenCLIP ViT-H text tower in transformers'
+// CLIPTextModel form (models/clip/modeling_clip.py), returning last_hidden_state (the final layer norm applied).
+// Pre-LN encoder layers with causal self-attention and an exact-GELU MLP. Member names follow the weights
+// "text_encoder.text_model.…"; single-file checkpoints are renamed (and their unused last block dropped) by io.
+#pragma once
+
+#include <vector>
+
+#include "io/model_config.hpp"
+#include "nn/layers.hpp"
+
+namespace sdt::models {
+
+class ClipEncoderLayer {
+ public:
+  ClipEncoderLayer() = default;
+  ClipEncoderLayer(const nn::WeightScope& scope, const io::TextEncoderConfig& config);
+
+  // x: [T, C] → [T, C]
+  nn::Tensor operator()(cl::Context& ctx, const nn::Tensor& x) const;
+
+ private:
+  int heads_ = 1;
+  nn::Act act_ = nn::Act::GELU;
+  nn::LayerNorm layer_norm1_;
+  nn::Linear self_attn_q_proj_, self_attn_k_proj_, self_attn_v_proj_, self_attn_out_proj_;
+  nn::LayerNorm layer_norm2_;
+  nn::Linear mlp_fc1_, mlp_fc2_;
+};
+
+class ClipTextEncoder {
+ public:
+  // scope: the "text_encoder." part of a model's weights.
+  ClipTextEncoder(const nn::WeightScope& scope, const io::TextEncoderConfig& config);
+
+  // ids: T ≤ max_positions token ids (77 from the tokenizer) → last_hidden_state [T, hidden]
+  nn::Tensor operator()(cl::Context& ctx, const std::vector<int>& ids) const;
+
+  const io::TextEncoderConfig& config() const { return config_; }
+
+ private:
+  io::TextEncoderConfig config_;
+  nn::Tensor token_embedding_;     // [V, C]
+  nn::Tensor position_embedding_;  // [P, C]
+  std::vector<ClipEncoderLayer> layers_;
+  nn::LayerNorm final_layer_norm_;
+};
+
+}  // namespace sdt::models

@@ -1,0 +1,38 @@
+#include "nn/attention.hpp"
+
+#include "sdt/error.hpp"
+
+namespace sdt::nn {
+
+Attention::Attention(const WeightScope& scope, const AttentionShape& shape) : shape_(shape) {
+  const std::int64_t inner = shape.heads * shape.dim_head;
+  const std::int64_t context_dim = shape.context_dim > 0 ? shape.context_dim : shape.query_dim;
+  if (shape.norm_groups > 0) group_norm_.emplace(scope["group_norm"], shape.query_dim, shape.norm_groups, shape.norm_eps);
+  to_q_ = Linear(scope["to_q"], shape.query_dim, inner, shape.qkv_bias);
+  to_k_ = Linear(scope["to_k"], context_dim, inner, shape.qkv_bias);
+  to_v_ = Linear(scope["to_v"], context_dim, inner, shape.qkv_bias);
+  to_out_0_ = Linear(scope["to_out"]["0"], inner, shape.query_dim, true);
+}
+
+Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* context, const Tensor* residual) const {
+  // x: [T, query_dim], context: [S, context_dim]
+  const Tensor& kv_input = context ? *context : x;
+  Tensor q = to_q_(ctx, x);          // [T, heads·D]
+  Tensor k = to_k_(ctx, kv_input);   // [S, heads·D]
+  Tensor v = to_v_(ctx, kv_input);   // [S, heads·D]
+  Tensor attended = attention(ctx, q, k, v, shape_.heads, false);  // [T, heads·D]
+  return to_out_0_(ctx, attended, Act::None, residual);            // [T, query_dim]
+}
+
+Tensor Attention::spatial(cl::Context& ctx, const Tensor& x) const {
+  // x: [C, H, W]
+  const std::int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
+  if (!group_norm_) throw Error(ErrorKind::Internal, "Attention::spatial needs the group_norm of the VAE attention");
+  Tensor normed = (*group_norm_)(ctx, x);                                  // [C, H, W]
+  Tensor tokens = transpose(ctx, std::move(normed).reshaped({C, H * W}));  // [H·W, C]
+  Tensor out = (*this)(ctx, tokens);                                       // [H·W, C]
+  Tensor channels_first = transpose(ctx, out);                             // [C, H·W]
+  return add(ctx, std::move(channels_first).reshaped({C, H, W}), x);       // + residual
+}
+
+}  // namespace sdt::nn

@@ -1,0 +1,16 @@
+#include "nn/linear.hpp"
+
+namespace sdt::nn {
+
+Linear::Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t out_features, bool bias)
+    : in_features_(in_features), out_features_(out_features) {
+  weight_ = scope.matrix("weight", {out_features, in_features});
+  if (bias) bias_ = scope.vector("bias", out_features);
+}
+
+Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, Act act, const Tensor* residual) const {
+  // x: [T, in] → [T, out]
+  return linear(ctx, x, weight_, bias(), act, residual);
+}
+
+}  // namespace sdt::nn

@@ -1,0 +1,30 @@
+// Linear layer: y = act(x · Wᵀ + b) (+ residual), as torch.nn.Linear (weight [out, in], bias [out]).
+#pragma once
+
+#include "nn/ops.hpp"
+#include "nn/weight_scope.hpp"
+
+namespace sdt::nn {
+
+class Linear {
+ public:
+  Linear() = default;
+  // Loads "<scope>weight" [out, in] and, when `bias`, "<scope>bias" [out].
+  Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t out_features, bool bias = true);
+
+  // x: [T, in] → [T, out]; residual: [T, out] added after the activation.
+  Tensor operator()(cl::Context& ctx, const Tensor& x, Act act = Act::None, const Tensor* residual = nullptr) const;
+
+  std::int64_t in_features() const { return in_features_; }
+  std::int64_t out_features() const { return out_features_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor* bias() const { return bias_.defined() ? &bias_ : nullptr; }
+
+ private:
+  std::int64_t in_features_ = 0;
+  std::int64_t out_features_ = 0;
+  Tensor weight_;  // [out, in]
+  Tensor bias_;    // [out] fp32, or undefined
+};
+
+}  // namespace sdt::nn

@@ -1,0 +1,113 @@
+// Multi-head scaled dot-product attention (diffusers' Attention with AttnProcessor2_0, transformers'
+// CLIPAttention with its causal mask): per head, softmax(q·kᵀ / sqrt(D)) · v.
+//
+// Heads up to 128 wide (SD's 64) run flash-style in kernels/attention.cl: the scores never leave local memory
+// and the memory used is the output's alone, whatever the sequence length. Wider heads (the VAE's single
+// 512-wide head over H·W/64 tokens) run as blocked GEMMs on kernels/gemm.cl: for a block of query rows,
+// S = Q·Kᵀ, a row softmax, then O = S·V with V transposed once per head; the block is sized so the scores take
+// at most attention_block_budget() bytes (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
+// tiled GEMM runs these wide products faster than a flash kernel whose output tile must stay in registers.
+#include <algorithm>
+#include <cmath>
+
+#include "nn/ops_internal.hpp"
+
+namespace sdt::nn {
+namespace {
+
+constexpr int kMaxHeadDim = 512;
+constexpr std::size_t kSoftmaxThreads = 256;
+
+void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
+                     bool causal, float scale, Tensor& out) {
+  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
+  detail::AttentionConfig config = detail::attention_config(ctx, head_dim);
+  cl_kernel kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
+  if (const std::size_t limit = detail::kernel_work_group_limit(ctx, kernel);
+      limit < static_cast<std::size_t>(config.threads())) {
+    config = detail::attention_fallback_config(head_dim, limit);
+    kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
+  }
+  const int ld = static_cast<int>(q.dim(1));
+  const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq - 1) / config.bq;
+  ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
+             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, ld,
+             k.buffer, ld, v.buffer, ld, out.buffer, ld);
+  const double pairs = causal ? 0.5 * Tq * (Tq + 1.0) : static_cast<double>(Tq) * Tk;
+  ctx.add_flops(4.0 * pairs * head_dim * heads);
+}
+
+void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
+                       bool causal, float scale, Tensor& out) {
+  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
+  const int width = static_cast<int>(q.dim(1));
+  const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
+  const int rows = static_cast<int>(
+      std::clamp<std::size_t>(detail::attention_block_budget() / row_bytes, 1, static_cast<std::size_t>(Tq)));
+  Tensor scores = empty(ctx, {rows, Tk});     // [rows, Tk]: S, then P in place
+  Tensor v_t = empty(ctx, {head_dim, Tk});   // [D, Tk]: one head of V, transposed so P·V reads it as a weight
+
+  std::size_t threads = kSoftmaxThreads;
+  std::string softmax_options;
+  cl_kernel softmax = ctx.kernel("attention", "softmax_rows");
+  if (const std::size_t limit = detail::kernel_work_group_limit(ctx, softmax); limit < threads) {
+    while (threads > limit) threads /= 2;
+    softmax_options = "-DSOFTMAX_LS=" + std::to_string(threads);
+    softmax = ctx.kernel("attention", "softmax_rows", softmax_options);
+  }
+
+  for (int h = 0; h < heads; ++h) {
+    const int col0 = h * head_dim;
+    detail::launch_transpose(ctx, Tk, head_dim, v.buffer.get(), col0, width, v_t.buffer.get());
+    for (int q0 = 0; q0 < Tq; q0 += rows) {
+      const int r = std::min(rows, Tq - q0);
+      detail::GemmProblem qk;  // S [r, Tk] = Q_h[q0 : q0 + r] · K_hᵀ
+      qk.M = r, qk.N = Tk, qk.K = head_dim;
+      qk.a_off = q0 * width + col0, qk.lda = width;
+      qk.b_off = col0, qk.ldb = width;
+      qk.c_off = 0, qk.ldc = Tk;
+      detail::GemmOperands qk_ops;
+      qk_ops.a = q.buffer.get(), qk_ops.b = k.buffer.get(), qk_ops.c = scores.buffer.get();
+      detail::run_gemm(ctx, qk, qk_ops, Act::None);
+
+      ctx.launch(softmax, cl::Range(static_cast<std::size_t>(r) * threads), cl::Range(threads), scores.buffer, Tk,
+                 scale, causal ? 1 : 0, q0);
+
+      detail::GemmProblem pv;  // O_h[q0 : q0 + r] = P [r, Tk] · (V_hᵀ [D, Tk])ᵀ
+      pv.M = r, pv.N = head_dim, pv.K = Tk;
+      pv.a_off = 0, pv.lda = Tk;
+      pv.b_off = 0, pv.ldb = Tk;
+      pv.c_off = q0 * width + col0, pv.ldc = width;
+      detail::GemmOperands pv_ops;
+      pv_ops.a = scores.buffer.get(), pv_ops.b = v_t.buffer.get(), pv_ops.c = out.buffer.get();
+      detail::run_gemm(ctx, pv, pv_ops, Act::None);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal) {
+  const std::string op = "attention";
+  detail::require_activation(op, "q", q, 2);
+  detail::require_activation(op, "k", k, 2);
+  detail::require_activation(op, "v", v, 2);
+  const std::int64_t width = q.dim(1);
+  if (heads <= 0 || width % heads != 0)
+    detail::fail(op, std::to_string(heads) + " heads do not divide the width of " + detail::describe("q", q));
+  if (k.dim(1) != width || v.shape != k.shape)
+    detail::fail(op, "expected k and v [Tk, " + std::to_string(width) + "], got " + detail::describe("k", k) + " and " +
+                         detail::describe("v", v) + " for " + detail::describe("q", q));
+  const int head_dim = static_cast<int>(width / heads);
+  if (head_dim > kMaxHeadDim)
+    detail::fail(op, "head width " + std::to_string(head_dim) + " exceeds the supported " +
+                         std::to_string(kMaxHeadDim) + " (" + detail::describe("q", q) + ", " +
+                         std::to_string(heads) + " heads)");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor out = empty(ctx, q.shape);
+  if (head_dim <= detail::kMaxFlashHeadDim) attention_flash(ctx, q, k, v, heads, head_dim, causal, scale, out);
+  else attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out);
+  return out;
+}
+
+}  // namespace sdt::nn

@@ -1,0 +1,226 @@
+// Element-wise, layout and embedding ops (kernels/elementwise.cl, embedding.cl, image.cl), and the sinusoidal
+// timestep embedding of diffusers' get_timestep_embedding (computed on the host: see below).
+#include <cmath>
+
+#include "nn/ops_internal.hpp"
+#include "runtime/cl_error.hpp"
+
+namespace sdt::nn {
+namespace {
+
+using detail::describe;
+using detail::fail;
+
+constexpr const char* kProgram = "elementwise";
+constexpr std::size_t kTransposeTile = 16;
+
+// Launches a 1-D element-wise kernel over n elements.
+template <typename... Args>
+void launch_1d(cl::Context& ctx, cl_kernel kernel, std::int64_t n, const Args&... args) {
+  ctx.launch(kernel, cl::Range(detail::elementwise_global(n)), cl::Range(detail::kElementwiseLocal), args...);
+}
+
+void require_same_shape(const std::string& op, const Tensor& a, const Tensor& b) {
+  if (a.shape != b.shape) fail(op, "shapes differ: " + describe("a", a) + ", " + describe("b", b));
+}
+
+}  // namespace
+
+Tensor activation(cl::Context& ctx, const Tensor& x, Act act) {
+  detail::require_activation("activation", "x", x);
+  Tensor out = empty(ctx, x.shape);
+  launch_1d(ctx, ctx.kernel(kProgram, "activation"), x.numel(), static_cast<int>(x.numel()), x.buffer,
+            static_cast<int>(act), out.buffer);
+  return out;
+}
+
+Tensor geglu(cl::Context& ctx, const Tensor& x) {
+  const std::string op = "geglu";
+  detail::require_activation(op, "x", x, 2);
+  if (x.dim(1) % 2 != 0) fail(op, "expected x [T, 2F] with an even width, got " + describe("x", x));
+  const std::int64_t T = x.dim(0), F = x.dim(1) / 2;
+  Tensor out = empty(ctx, {T, F});
+  ctx.launch(ctx.kernel(kProgram, "geglu"),
+             cl::Range(cl::round_up(static_cast<std::size_t>(F), 64), static_cast<std::size_t>(T)), cl::Range(64, 1),
+             static_cast<int>(T), static_cast<int>(F), x.buffer, out.buffer);
+  return out;
+}
+
+Tensor add(cl::Context& ctx, const Tensor& a, const Tensor& b) {
+  detail::require_activation("add", "a", a);
+  detail::require_activation("add", "b", b);
+  require_same_shape("add", a, b);
+  Tensor out = empty(ctx, a.shape);
+  launch_1d(ctx, ctx.kernel(kProgram, "add"), a.numel(), static_cast<int>(a.numel()), a.buffer, b.buffer, out.buffer);
+  return out;
+}
+
+Tensor add_channel_bias(cl::Context& ctx, const Tensor& x, const Tensor& v) {
+  const std::string op = "add_channel_bias";
+  detail::require_activation(op, "x", x);
+  detail::require_activation(op, "v", v, 1);
+  if (v.dim(0) != x.dim(0))
+    fail(op, "expected v [" + std::to_string(x.dim(0)) + "] for " + describe("x", x) + ", got " + describe("v", v));
+  const std::int64_t C = x.dim(0), S = x.numel() / C;
+  Tensor out = empty(ctx, x.shape);
+  const std::size_t local = std::min<std::size_t>(256, cl::round_up(static_cast<std::size_t>(S), 32));
+  ctx.launch(ctx.kernel(kProgram, "add_channel_bias"),
+             cl::Range(cl::round_up(static_cast<std::size_t>(S), local), static_cast<std::size_t>(C)),
+             cl::Range(local, 1), static_cast<int>(S), static_cast<int>(C), x.buffer, v.buffer, out.buffer);
+  return out;
+}
+
+Tensor axpby(cl::Context& ctx, float alpha, const Tensor& a, float beta, const Tensor& b) {
+  detail::require_activation("axpby", "a", a);
+  detail::require_activation("axpby", "b", b);
+  require_same_shape("axpby", a, b);
+  Tensor out = empty(ctx, a.shape);
+  launch_1d(ctx, ctx.kernel(kProgram, "axpby"), a.numel(), static_cast<int>(a.numel()), alpha, a.buffer, beta,
+            b.buffer, out.buffer);
+  return out;
+}
+
+Tensor scale(cl::Context& ctx, const Tensor& x, float s) {
+  detail::require_activation("scale", "x", x);
+  Tensor out = empty(ctx, x.shape);
+  launch_1d(ctx, ctx.kernel(kProgram, "scale"), x.numel(), static_cast<int>(x.numel()), x.buffer, s, out.buffer);
+  return out;
+}
+
+Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude) {
+  detail::require_activation("tanh_clamp", "x", x);
+  if (!(magnitude > 0)) fail("tanh_clamp", "magnitude must be positive, got " + std::to_string(magnitude));
+  Tensor out = empty(ctx, x.shape);
+  launch_1d(ctx, ctx.kernel(kProgram, "tanh_clamp"), x.numel(), static_cast<int>(x.numel()), x.buffer, magnitude,
+            out.buffer);
+  return out;
+}
+
+Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x) {
+  detail::require_activation("upsample_nearest2x", "x", x, 3);
+  const std::int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
+  Tensor out = empty(ctx, {C, 2 * H, 2 * W});
+  detail::require_int_indexable("upsample_nearest2x", out);
+  const std::size_t local = std::min<std::size_t>(64, cl::round_up(static_cast<std::size_t>(2 * W), 8));
+  ctx.launch(ctx.kernel(kProgram, "upsample_nearest2x"),
+             cl::Range(cl::round_up(static_cast<std::size_t>(2 * W), local), static_cast<std::size_t>(2 * H),
+                       static_cast<std::size_t>(C)),
+             cl::Range(local, 1, 1), static_cast<int>(W), static_cast<int>(H), static_cast<int>(C), x.buffer,
+             out.buffer);
+  return out;
+}
+
+Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b) {
+  const std::string op = "concat_channels";
+  detail::require_activation(op, "a", a, 3);
+  detail::require_activation(op, "b", b, 3);
+  if (a.dim(1) != b.dim(1) || a.dim(2) != b.dim(2))
+    fail(op, "maps differ in size: " + describe("a", a) + ", " + describe("b", b));
+  Tensor out = empty(ctx, {a.dim(0) + b.dim(0), a.dim(1), a.dim(2)});
+  detail::require_int_indexable(op, out);
+  launch_1d(ctx, ctx.kernel(kProgram, "concat"), out.numel(), static_cast<int>(a.numel()), static_cast<int>(b.numel()),
+            a.buffer, b.buffer, out.buffer);
+  return out;
+}
+
+void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y) {
+  std::size_t tile = kTransposeTile;
+  cl_kernel kernel = ctx.kernel(kProgram, "transpose");
+  if (kernel_work_group_limit(ctx, kernel) < tile * tile) {
+    tile = 4;
+    kernel = ctx.kernel(kProgram, "transpose", "-DTRANSPOSE_TILE=4");
+  }
+  ctx.launch(kernel,
+             cl::Range(cl::round_up(static_cast<std::size_t>(B), tile), cl::round_up(static_cast<std::size_t>(A), tile)),
+             cl::Range(tile, tile), A, B, x, x_off, ldx, y);
+}
+
+Tensor transpose(cl::Context& ctx, const Tensor& x) {
+  detail::require_activation("transpose", "x", x, 2);
+  const std::int64_t A = x.dim(0), B = x.dim(1);
+  Tensor out = empty(ctx, {B, A});
+  detail::launch_transpose(ctx, static_cast<int>(A), static_cast<int>(B), x.buffer.get(), 0, static_cast<int>(B),
+                           out.buffer.get());
+  return out;
+}
+
+Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor& table, const Tensor& positions) {
+  const std::string op = "embed_tokens";
+  if (!table.defined() || table.rank() != 2) fail(op, "expected table [V, C], got " + describe("table", table));
+  const std::int64_t V = table.dim(0), C = table.dim(1);
+  const std::int64_t T = static_cast<std::int64_t>(ids.size());
+  detail::require_weight(op, "table", table, {V, C});
+  if (!positions.defined() || positions.rank() != 2 || positions.dim(1) != C || positions.dim(0) < T)
+    fail(op, "expected positions [P >= " + std::to_string(T) + ", " + std::to_string(C) + "], got " +
+                 describe("positions", positions));
+  detail::require_weight(op, "positions", positions, positions.shape);
+  if (T == 0) fail(op, "no token ids");
+  for (std::size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] < 0 || ids[t] >= V)
+      fail(op, "token id " + std::to_string(ids[t]) + " at position " + std::to_string(t) + " is outside the table's " +
+                   std::to_string(V) + " rows");
+
+  Tensor out = empty(ctx, {T, C});
+  cl::Buffer ids_device = ctx.buffer(ids.size() * sizeof(int));
+  detail::upload_async(ctx, ids_device, ids.data(), ids.size() * sizeof(int));
+  const std::string options = detail::half_define("TABLE_HALF", &table) + detail::half_define("POS_HALF", &positions);
+  const std::size_t local = std::min<std::size_t>(256, cl::round_up(static_cast<std::size_t>(C), 32));
+  ctx.launch(ctx.kernel("embedding", "embed_tokens", options),
+             cl::Range(cl::round_up(static_cast<std::size_t>(C), local), static_cast<std::size_t>(T)), cl::Range(local, 1),
+             static_cast<int>(T), static_cast<int>(C), ids_device, table.buffer, positions.buffer, out.buffer);
+  return out;
+}
+
+// diffusers' get_timestep_embedding, computed on the host with torch's float32 operation order: the
+// exponents, t·freq and the products are fp32 exactly as torch rounds them; exp, sin and cos are evaluated in
+// double and rounded once, which matches torch's ≤1-ulp float kernels more closely than OpenCL's ≤3–4-ulp
+// built-ins would (an ulp of t·freq at t = 999 is 6e-5 rad). 320 values: the upload does not wait for the queue.
+Tensor timestep_embedding(cl::Context& ctx, float timestep, int dim, bool flip_sin_to_cos, float shift) {
+  const std::string op = "timestep_embedding";
+  if (dim < 2) fail(op, "dim must be at least 2, got " + std::to_string(dim));
+  const int half = dim / 2;
+  if (!(static_cast<float>(half) - shift != 0.0f))
+    fail(op, "half - shift is zero (dim " + std::to_string(dim) + ", shift " + std::to_string(shift) + ")");
+  const float neg_log_period = static_cast<float>(-std::log(10000.0));
+  const float denominator = static_cast<float>(half) - shift;
+  std::vector<float> host(static_cast<std::size_t>(dim), 0.0f);  // an odd dim keeps a zero last entry
+  for (int i = 0; i < half; ++i) {
+    const float exponent = neg_log_period * static_cast<float>(i) / denominator;
+    const float freq = static_cast<float>(std::exp(static_cast<double>(exponent)));
+    const float arg = timestep * freq;
+    const float s = static_cast<float>(std::sin(static_cast<double>(arg)));
+    const float c = static_cast<float>(std::cos(static_cast<double>(arg)));
+    host[static_cast<std::size_t>(i)] = flip_sin_to_cos ? c : s;
+    host[static_cast<std::size_t>(half + i)] = flip_sin_to_cos ? s : c;
+  }
+  Tensor out = empty(ctx, {dim});
+  detail::upload_async(ctx, out.buffer, host.data(), host.size() * sizeof(float));
+  return out;
+}
+
+cl::Buffer to_rgb8(cl::Context& ctx, const Tensor& x, float a, float b) {
+  const std::string op = "to_rgb8";
+  detail::require_activation(op, "x", x, 3);
+  if (x.dim(0) != 3) fail(op, "expected x [3, H, W], got " + describe("x", x));
+  const std::int64_t n = x.dim(1) * x.dim(2);
+  cl::Buffer rgb = ctx.buffer(static_cast<std::size_t>(n) * 3);
+  launch_1d(ctx, ctx.kernel("image", "to_rgb8"), n, static_cast<int>(n), x.buffer, a, b, rgb);
+  return rgb;
+}
+
+std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
+  detail::require_activation("count_non_finite", "x", x);
+  cl::Buffer counter = ctx.buffer(sizeof(cl_int));
+  const cl_int zero = 0;
+  cl::check(clEnqueueFillBuffer(ctx.queue(), counter.get(), &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer", "count_non_finite counter");
+  // A grid-stride loop: at most 1024 groups, each work-item counting several elements.
+  const std::size_t global = std::min<std::size_t>(detail::elementwise_global(x.numel()), 1024 * detail::kElementwiseLocal);
+  ctx.launch(ctx.kernel(kProgram, "count_non_finite"), cl::Range(global), cl::Range(detail::kElementwiseLocal),
+             static_cast<int>(x.numel()), x.buffer, counter);
+  cl_int count = 0;
+  ctx.read(counter, &count, sizeof count);
+  return count;
+}
+
+}  // namespace sdt::nn

@@ -1,0 +1,150 @@
+// Linear layers and convolutions, both on the tiled matrix multiply of kernels/gemm.cl (torch.nn.Linear:
+// y = x·wᵀ + b; torch.nn.Conv2d with groups 1, dilation 1, batch 1, zero padding).
+// A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
+// read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
+#include <algorithm>
+
+#include "nn/ops_internal.hpp"
+
+namespace sdt::nn {
+namespace {
+
+using detail::describe;
+using detail::fail;
+
+// Modes of kernels/gemm.cl.
+constexpr int kModeLinear = 0;
+constexpr int kModeConv1x1 = 1;
+constexpr int kModeConv = 2;
+
+using detail::GemmProblem;
+
+detail::GemmOperands operands(const Tensor& a, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                              const Tensor& out) {
+  detail::GemmOperands o;
+  o.a = a.buffer.get();
+  o.b = w.buffer.get();
+  o.bias = bias ? bias->buffer.get() : nullptr;
+  o.residual = residual ? residual->buffer.get() : nullptr;
+  o.c = out.buffer.get();
+  o.b_half = w.dtype == DType::F16;
+  o.bias_half = bias && bias->dtype == DType::F16;
+  return o;
+}
+
+void check_residual(const std::string& op, const Tensor* residual, const std::vector<std::int64_t>& shape) {
+  if (!residual) return;
+  detail::require_activation(op, "residual", *residual);
+  if (residual->shape != shape)
+    fail(op, "residual must have the output's shape " + shape_string(shape) + ", got " + describe("residual", *residual));
+}
+
+}  // namespace
+
+void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
+  std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
+                        " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
+  if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
+  GemmConfig config = gemm_config(ctx);
+  cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
+  if (const std::size_t limit = kernel_work_group_limit(ctx, kernel);
+      limit < static_cast<std::size_t>(config.threads())) {
+    config = gemm_fallback_config(limit);
+    kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
+  }
+  const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
+  const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
+  const bool m_fast = p.mode != kModeLinear;
+  const cl::Range global =
+      m_fast ? cl::Range(m_groups * rtm, n_groups * rtn) : cl::Range(n_groups * rtn, m_groups * rtm);
+  const cl::Range local = m_fast ? cl::Range(rtm, rtn) : cl::Range(rtn, rtm);
+  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, o.bias, o.residual, o.c, static_cast<int>(act), p.a_off,
+             p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left,
+             p.upsample);
+  ctx.add_flops(2.0 * p.M * p.N * p.K);
+}
+
+Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act, const Tensor* residual) {
+  const std::string op = "linear";
+  detail::require_activation(op, "x", x, 2);
+  if (!w.defined() || w.rank() != 2 || w.dim(1) != x.dim(1))
+    fail(op, "expected w [N, " + std::to_string(x.dim(1)) + "] for " + describe("x", x) + ", got " + describe("w", w));
+  detail::require_weight(op, "w", w, {w.dim(0), x.dim(1)});
+  if (w.dim(0) <= 0) fail(op, "w has no output rows: " + describe("w", w));
+  if (b) detail::require_weight(op, "b", *b, {w.dim(0)});
+  const std::vector<std::int64_t> out_shape{x.dim(0), w.dim(0)};
+  check_residual(op, residual, out_shape);
+
+  Tensor out = empty(ctx, out_shape);
+  detail::require_int_indexable(op, out);
+  GemmProblem p;
+  p.mode = kModeLinear;
+  p.M = static_cast<int>(x.dim(0));
+  p.N = static_cast<int>(w.dim(0));
+  p.K = static_cast<int>(x.dim(1));
+  p.lda = p.K;
+  p.ldb = p.K;
+  p.ldc = p.N;
+  detail::run_gemm(ctx, p, operands(x, w, b, residual, out), act);
+  return out;
+}
+
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+              const Tensor* residual) {
+  ConvGeometry g;
+  g.stride = stride;
+  g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = pad;
+  return conv2d(ctx, x, w, b, g, residual);
+}
+
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& g,
+              const Tensor* residual) {
+  const std::string op = "conv2d";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0);
+  if (!w.defined() || w.rank() != 4 || w.dim(1) != C || w.dim(2) != w.dim(3) || (w.dim(2) != 1 && w.dim(2) != 3) ||
+      w.dim(0) <= 0)
+    fail(op, "expected w [O, " + std::to_string(C) + ", k, k] with k 1 or 3 for " + describe("x", x) + ", got " +
+                 describe("w", w));
+  const int k = static_cast<int>(w.dim(2));
+  detail::require_weight(op, "w", w, {w.dim(0), C, k, k});
+  if (b) detail::require_weight(op, "b", *b, {w.dim(0)});
+  if (g.stride < 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
+    fail(op, "unsupported geometry: stride " + std::to_string(g.stride) + ", padding (top " +
+                 std::to_string(g.pad_top) + ", bottom " + std::to_string(g.pad_bottom) + ", left " +
+                 std::to_string(g.pad_left) + ", right " + std::to_string(g.pad_right) + ")");
+  const int up = g.upsample2x ? 2 : 1;
+  const std::int64_t H = x.dim(1) * up, W = x.dim(2) * up;
+  const std::int64_t padded_h = H + g.pad_top + g.pad_bottom, padded_w = W + g.pad_left + g.pad_right;
+  if (padded_h < k || padded_w < k)
+    fail(op, describe("x", x) + " with this padding is smaller than the " + std::to_string(k) + "×" +
+                 std::to_string(k) + " kernel");
+  const std::int64_t out_h = (padded_h - k) / g.stride + 1, out_w = (padded_w - k) / g.stride + 1;
+  const std::vector<std::int64_t> out_shape{w.dim(0), out_h, out_w};
+  check_residual(op, residual, out_shape);
+  if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w", w));
+
+  Tensor out = empty(ctx, out_shape);
+  detail::require_int_indexable(op, out);
+  GemmProblem p;
+  const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
+                         g.pad_right == 0 && !g.upsample2x;
+  p.mode = plain_1x1 ? kModeConv1x1 : kModeConv;
+  p.ks = k;
+  p.M = static_cast<int>(out_h * out_w);
+  p.N = static_cast<int>(w.dim(0));
+  p.K = static_cast<int>(C * k * k);
+  p.ldb = p.K;
+  p.in_h = static_cast<int>(x.dim(1));
+  p.in_w = static_cast<int>(x.dim(2));
+  p.out_w = static_cast<int>(out_w);
+  p.stride = g.stride;
+  p.pad_top = g.pad_top;
+  p.pad_left = g.pad_left;
+  p.upsample = g.upsample2x ? 1 : 0;
+  detail::run_gemm(ctx, p, operands(x, w, b, residual, out), Act::None);
+  return out;
+}
+
+}  // namespace sdt::nn

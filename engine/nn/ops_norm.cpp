@@ -1,0 +1,90 @@
+// Group norm (+ SiLU) and layer norm on kernels/norm.cl, matching torch.nn.GroupNorm / torch.nn.LayerNorm
+// (biased variance, eps added to the variance). Group statistics are reduced in parallel in three launches:
+// per-chunk (count, mean, M2), their merge per group, and the normalisation itself.
+#include <algorithm>
+
+#include "nn/ops_internal.hpp"
+
+namespace sdt::nn {
+namespace {
+
+constexpr int kNormThreads = 256;
+// A chunk of a group is reduced by one work-group; about this many elements per work-item keep launches
+// meaningful, and at most kMaxChunks chunks per group keep the merge short.
+constexpr std::int64_t kElementsPerItem = 16;
+constexpr std::int64_t kMaxChunks = 64;
+
+// The reduction work-group size for these kernels on this device: 256, or the largest power of two allowed.
+int norm_threads(cl::Context& ctx, std::string& options) {
+  std::size_t limit = std::min<std::size_t>(kNormThreads, ctx.info().max_work_group_size);
+  int threads = 1;
+  while (static_cast<std::size_t>(threads) * 2 <= limit) threads *= 2;
+  if (threads != kNormThreads) options += " -DNORM_LS=" + std::to_string(threads);
+  return threads;
+}
+
+std::string affine_options(const Tensor& gamma, const Tensor& beta) {
+  return detail::half_define("GAMMA_HALF", &gamma) + detail::half_define("BETA_HALF", &beta);
+}
+
+}  // namespace
+
+Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                  bool silu) {
+  const std::string op = "group_norm";
+  detail::require_activation(op, "x", x);
+  const std::int64_t C = x.dim(0);
+  if (groups <= 0 || C % groups != 0)
+    detail::fail(op, std::to_string(groups) + " groups do not divide the channels of " + detail::describe("x", x));
+  detail::require_weight(op, "gamma", gamma, {C});
+  detail::require_weight(op, "beta", beta, {C});
+  if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
+  const std::int64_t S = x.numel() / C;
+  const std::int64_t group_size = x.numel() / groups;
+
+  std::string options = affine_options(gamma, beta);
+  const int threads = norm_threads(ctx, options);
+  const std::int64_t P =
+      std::clamp<std::int64_t>((group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1,
+                               kMaxChunks);
+
+  Tensor out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
+  Tensor partials = empty(ctx, {groups, P, 3});
+  Tensor stats = empty(ctx, {groups, 2});
+
+  cl_kernel k_partials = ctx.kernel("norm", "group_norm_partials", options);
+  ctx.launch(k_partials, cl::Range(static_cast<std::size_t>(P) * threads, static_cast<std::size_t>(groups)),
+             cl::Range(static_cast<std::size_t>(threads), 1), x.buffer, static_cast<int>(group_size),
+             static_cast<int>(P), partials.buffer);
+
+  cl_kernel k_finalize = ctx.kernel("norm", "group_norm_finalize", options);
+  ctx.launch(k_finalize, cl::Range(static_cast<std::size_t>(groups)), cl::Range(), partials.buffer, groups,
+             static_cast<int>(P), eps, stats.buffer);
+
+  cl_kernel k_apply = ctx.kernel("norm", "group_norm_apply", options);
+  const std::size_t apply_local = std::min<std::size_t>(threads, cl::round_up(static_cast<std::size_t>(S), 32));
+  ctx.launch(k_apply, cl::Range(cl::round_up(static_cast<std::size_t>(S), apply_local), static_cast<std::size_t>(C)),
+             cl::Range(apply_local, 1), x.buffer, stats.buffer, gamma.buffer, beta.buffer, static_cast<int>(S),
+             static_cast<int>(C / groups), silu ? 1 : 0, out.buffer);
+  return out;
+}
+
+Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  const std::string op = "layer_norm";
+  detail::require_activation(op, "x", x, 2);
+  const std::int64_t C = x.dim(1);
+  detail::require_weight(op, "gamma", gamma, {C});
+  detail::require_weight(op, "beta", beta, {C});
+  if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
+
+  std::string options = affine_options(gamma, beta);
+  const int threads = norm_threads(ctx, options);
+  Tensor out = empty(ctx, x.shape);
+  cl_kernel kernel = ctx.kernel("norm", "layer_norm", options);
+  ctx.launch(kernel, cl::Range(static_cast<std::size_t>(x.dim(0)) * threads),
+             cl::Range(static_cast<std::size_t>(threads)), x.buffer, gamma.buffer, beta.buffer, static_cast<int>(C),
+             eps, out.buffer);
+  return out;
+}
+
+}  // namespace sdt::nn

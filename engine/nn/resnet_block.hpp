@@ -1,0 +1,45 @@
+// diffusers' ResnetBlock2D (models/resnet.py) with time_embedding_norm "default":
+//   h = conv1(silu(norm1(x))) + time_emb_proj(silu(temb))[:, None, None]
+//   h = conv2(silu(norm2(h)))            (dropout is the identity at inference)
+//   out = (shortcut(x) + h) / output_scale_factor, shortcut a 1×1 conv when the channel count changes.
+// Without time embedding (the VAE) the time term is absent.
+#pragma once
+
+#include <optional>
+
+#include "nn/conv2d.hpp"
+#include "nn/linear.hpp"
+#include "nn/norm.hpp"
+
+namespace sdt::nn {
+
+struct ResnetShape {
+  std::int64_t in_channels = 0;
+  std::int64_t out_channels = 0;
+  std::int64_t temb_channels = 0;  // 0: no time embedding
+  int groups = 32;
+  float eps = 1e-5f;
+  float output_scale_factor = 1.0f;
+};
+
+class ResnetBlock2D {
+ public:
+  ResnetBlock2D() = default;
+  ResnetBlock2D(const WeightScope& scope, const ResnetShape& shape);
+
+  // x: [in, H, W], temb_silu: silu(temb) [1, temb_channels] or null → [out, H, W]
+  Tensor operator()(cl::Context& ctx, const Tensor& x, const Tensor* temb_silu = nullptr) const;
+
+  std::int64_t out_channels() const { return shape_.out_channels; }
+
+ private:
+  ResnetShape shape_;
+  GroupNorm norm1_;
+  Conv2d conv1_;
+  std::optional<Linear> time_emb_proj_;
+  GroupNorm norm2_;
+  Conv2d conv2_;
+  std::optional<Conv2d> conv_shortcut_;
+};
+
+}  // namespace sdt::nn

@@ -1,0 +1,61 @@
+// Where a layer finds its weights: the weight set of a model, a name prefix ("unet.down_blocks.0.resnets.1."),
+// the device, and the storage type for matrices and convolution kernels.
+//
+// Layers take a scope in their constructor and ask it for their own tensors by the leaf name the checkpoint
+// uses ("conv1.weight"), so a model is a tree of blocks whose member names are the weight names (the habit of
+// stable-diffusion.cpp's blocks), and every tensor is checked against the shape the config implies before it
+// is uploaded. Matrices and kernels are stored as the engine's weight type (fp16 or fp32); vectors (biases,
+// norm gains) always as fp32: they are tiny and feed every output element.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/tensor.hpp"
+
+namespace sdt::io {
+class WeightSet;
+}
+
+namespace sdt::nn {
+
+class WeightScope {
+ public:
+  // `cancel`, when given, is checked before each upload: loading stops with sdt::Error (Cancelled).
+  WeightScope(cl::Context& ctx, const io::WeightSet& weights, std::string prefix, DType storage,
+              const std::atomic<bool>* cancel = nullptr);
+
+  // The scope of a child module: prefix + child + ".".
+  WeightScope operator[](const std::string& child) const;
+  WeightScope operator[](int index) const { return (*this)[std::to_string(index)]; }
+
+  // A matrix or convolution kernel in the storage type, checked against `shape`.
+  Tensor matrix(const std::string& leaf, const std::vector<std::int64_t>& shape) const;
+  // A weight whose file shape differs from the shape the layer uses (same element count), e.g. a [O, C, 1, 1]
+  // projection used as a [O, C] matrix. The file shape is checked first.
+  Tensor matrix_as(const std::string& leaf, const std::vector<std::int64_t>& file_shape,
+                   const std::vector<std::int64_t>& shape) const;
+  // A vector (bias, norm gain or shift) as fp32, checked to hold `n` elements.
+  Tensor vector(const std::string& leaf, std::int64_t n) const;
+  // A tensor as fp32 whatever the storage (tables the kernels read as fp32).
+  Tensor f32(const std::string& leaf, const std::vector<std::int64_t>& shape) const;
+
+  bool has(const std::string& leaf) const;
+  std::string name(const std::string& leaf) const { return prefix_ + leaf; }
+  const std::string& prefix() const { return prefix_; }
+  cl::Context& ctx() const { return *ctx_; }
+  DType storage() const { return storage_; }
+
+ private:
+  cl::Context* ctx_;
+  const io::WeightSet* weights_;
+  std::string prefix_;
+  DType storage_;
+  const std::atomic<bool>* cancel_;
+
+  void check_cancel() const;
+};
+
+}  // namespace sdt::nn

@@ -1,0 +1,250 @@
+// sdt::Engine: opens a model once (files validated, device chosen, weights uploaded) and serves generate()
+// calls on the resident models. Around the pipeline it adds what a caller relies on: requests rejected before
+// any device work, cancellation at every stage boundary (one stage in flight, so the delay is about one
+// stage), NaN/Inf checks that name the stage instead of saving a black image, the single read-back, stage
+// timings from profiling events, and recovery after a device failure (the context and models are rebuilt on
+// the next call).
+#include <chrono>
+
+#include "io/model_files.hpp"
+#include "pipeline/engine_impl.hpp"
+#include "pipeline/stage_timing.hpp"
+#include "runtime/log.hpp"
+#include "sdt/error.hpp"
+
+namespace sdt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+nn::DType storage_of(WeightStorage w) { return w == WeightStorage::F32 ? nn::DType::F32 : nn::DType::F16; }
+
+// "unet step 2" → "unet"; other labels are already what Progress::stage documents.
+std::string progress_stage(const std::string& label) { return label.rfind("unet step", 0) == 0 ? "unet" : label; }
+
+// Throws Error (Device) naming the stage when t holds NaN or Inf; sets `found` first so the caller knows the
+// device itself is fine (no need to rebuild the context).
+void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& producer, const std::string& what,
+                  bool& found) {
+  const std::int64_t bad = nn::count_non_finite(ctx, t);
+  if (bad > 0) found = true;
+  if (bad > 0)
+    throw Error(ErrorKind::Device,
+                producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
+                    " of " + std::to_string(t.numel()) + "; no image was made",
+                "try --weights fp32, another device or driver, or check the model file for NaN weights");
+}
+
+}  // namespace
+
+const char* to_string(Decoder decoder) {
+  switch (decoder) {
+    case Decoder::Full: return "full";
+    case Decoder::Tiny: return "tiny";
+    case Decoder::Both: return "both";
+  }
+  return "full";
+}
+
+std::optional<Decoder> parse_decoder(const std::string& text) {
+  if (text == "full" || text == "vae") return Decoder::Full;
+  if (text == "tiny" || text == "taesd") return Decoder::Tiny;
+  if (text == "both") return Decoder::Both;
+  return std::nullopt;
+}
+
+Engine::Impl::Impl(const EngineOptions& options) : options_(options) { open(); }
+
+void Engine::Impl::open() {
+  auto log = log::get("engine");
+  pipeline_.reset();
+  ctx_.reset();
+
+  // Files first: a wrong or broken model is reported before any device is touched.
+  const auto load_start = Clock::now();
+  if (io::is_random_model(options_.model)) {
+    files_ = io::make_random_model(options_.model);
+  } else {
+    io::OpenOptions open_options;
+    open_options.taesd = options_.taesd;
+    open_options.config_dir = options_.model_config;
+    files_ = io::open_model(options_.model, open_options);
+  }
+  for (const auto& warning : files_.warnings) log->warn("{}", warning);
+  pipeline::Pipeline::check_model(files_);
+  if (options_.require_taesd && !(files_.taesd && files_.taesd->has_decoder))
+    throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for, and " + files_.name + " has none",
+                "pass --taesd PATH (a diffusers AutoencoderTiny folder or taesd_decoder.safetensors), put a taesd/ "
+                "folder next to the model, or use --decoder full");
+  load_ = {};
+  load_.model_load_ms = ms_since(load_start);
+  summary_.name = files_.name;
+  summary_.layout = files_.layout;
+  summary_.hash = files_.hash;
+  summary_.random_weights = files_.random_weights;
+  summary_.has_taesd = files_.taesd.has_value() && files_.taesd->has_decoder;
+  summary_.has_vae_encoder = files_.has_vae_encoder;
+  if (files_.random_weights)
+    log->info("{}: seeded RANDOM weights (ModelSummary::random_weights): images are noise, for testing only",
+              files_.name);
+
+  const cl::DeviceHandle device = cl::find_device(options_.device);
+  device_ = device.info;
+  cl::ContextOptions context_options;
+  context_options.cache_dir = options_.cache_dir;
+  ctx_ = std::make_unique<cl::Context>(device, context_options);
+
+  const auto upload_start = Clock::now();
+  pipeline::ResidentModels models = pipeline::load_models(*ctx_, files_, storage_of(options_.weights), options_.cancel);
+  ctx_->finish();
+  load_.upload_ms = ms_since(upload_start);
+  load_.weight_bytes = ctx_->memory().persistent_bytes;
+  pipeline_ = std::make_unique<pipeline::Pipeline>(*ctx_, files_, std::move(models), options_.prompt_cache_entries);
+  files_.weights = io::WeightSet();  // everything is on the device: unmap the files, free generated weights
+  needs_reopen_ = false;
+  log->info("opened {} ({}) on {}: {:.1f} MiB of {} weights, load {:.0f} ms, upload {:.0f} ms", summary_.name,
+            summary_.layout, device_.name, static_cast<double>(load_.weight_bytes) / (1 << 20),
+            options_.weights == WeightStorage::F32 ? "fp32" : "fp16", load_.model_load_ms, load_.upload_ms);
+}
+
+Result Engine::Impl::generate(const Request& request, const ProgressCallback& on_progress,
+                              const std::atomic<bool>* cancel) {
+  const auto start = Clock::now();
+  validate(request);
+  auto cancelled = [&] { return cancel && cancel->load(std::memory_order_relaxed); };
+  if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before it started");
+  if (needs_reopen_) {
+    log::get("engine")->warn("re-opening the device and re-uploading the model after the last failure");
+    open();
+  }
+
+  cl::Context& ctx = *ctx_;
+  const double build_ms_before = ctx.programs().stats().build_ms;
+  const int disk_hits_before = ctx.programs().stats().disk_hits;
+  const int builds_before = ctx.programs().stats().source_builds;
+  ctx.reset_peak();
+  (void)ctx.take_flops();
+  ctx.set_recording(true);
+  Result result;
+  result.seed = request.seed;
+  bool non_finite = false;
+  try {
+    pipeline::StageFences fences(ctx);
+    auto hook = [&](const std::string& stage, int step, int steps) {
+      fences.mark();
+      if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + stage);
+      if (on_progress) on_progress({progress_stage(stage), step, steps});
+    };
+    pipeline::DeviceOutputs out = pipeline_->run(request, hook);
+    result.prompt_tokens = static_cast<int>(out.tokens.prompt_tokens);
+    result.dropped_tokens = static_cast<int>(out.tokens.dropped_tokens);
+    if (out.tokens.truncated())
+      result.warnings.push_back("the prompt makes " + std::to_string(out.tokens.prompt_tokens) + " tokens; the last " +
+                                std::to_string(out.tokens.dropped_tokens) + " did not fit into the " +
+                                std::to_string(out.tokens.ids.size()) + " positions and were dropped");
+
+    // Image conversion is enqueued with its decoder's stage, before the checks wait for the queue.
+    const int H = request.height, W = request.width;
+    cl::Buffer rgb_vae, rgb_taesd;
+    if (out.image_vae.defined()) {
+      ctx.set_stage("vae decode");
+      rgb_vae = nn::to_rgb8(ctx, out.image_vae, 0.5f, 0.5f);
+    }
+    if (out.image_taesd.defined()) {
+      ctx.set_stage("taesd decode");
+      rgb_taesd = nn::to_rgb8(ctx, out.image_taesd, 1.0f, 0.0f);
+    }
+    fences.mark();
+    if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
+    if (on_progress) on_progress({"read-back", 0, 0});
+
+    // NaN/Inf checks, earliest stage first so the message names where it started.
+    ctx.set_stage("checks");
+    if (!out.text_cache_hit) {
+      try {
+        check_finite(ctx, *out.text_hidden, "the text encoder", "the prompt embedding", non_finite);
+      } catch (...) {
+        pipeline_->prompt_cache().clear();  // never reuse a broken embedding
+        throw;
+      }
+    }
+    const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
+                                  (out.timesteps_run.size() == 1 ? "" : "s") + ")";
+    check_finite(ctx, out.latents, unet_what, "the final latents", non_finite);
+    if (out.image_vae.defined()) check_finite(ctx, out.image_vae, "the VAE decoder", "the image", non_finite);
+    if (out.image_taesd.defined()) check_finite(ctx, out.image_taesd, "the TAESD decoder", "the image", non_finite);
+
+    const std::vector<cl::KernelTiming> recorded = ctx.collect_timings();  // waits for the queue
+    ctx.set_recording(false);
+    pipeline::add_stage_timings(recorded, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
+
+    const auto readback_start = Clock::now();
+    auto read_image = [&](const cl::Buffer& buffer, Image& image) {
+      image.width = W;
+      image.height = H;
+      image.rgb.resize(static_cast<std::size_t>(W) * H * 3);
+      ctx.read(buffer, image.rgb.data(), image.rgb.size());
+    };
+    if (request.decoder == Decoder::Tiny) {
+      read_image(rgb_taesd, result.image);
+    } else {
+      read_image(rgb_vae, result.image);
+      if (request.decoder == Decoder::Both) read_image(rgb_taesd, result.image_tiny);
+    }
+    result.latents = nn::download(ctx, out.latents);
+    result.timings.readback_ms = ms_since(readback_start);
+    result.timings.tokenize_ms = out.tokenize_ms;
+    result.timings.text_cache_hit = out.text_cache_hit;
+  } catch (...) {
+    ctx.set_recording(false);
+    try {
+      (void)ctx.collect_timings();  // drains the queue and forgets the events of the failed run
+    } catch (const Error&) {
+      needs_reopen_ = true;  // the queue itself failed: rebuild everything next time
+    }
+    (void)ctx.take_flops();
+    try {
+      throw;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Device && !non_finite) needs_reopen_ = true;
+      if (e.kind() == ErrorKind::OutOfMemory) {
+        pipeline_->prompt_cache().clear();
+        ctx.trim_pool();
+      }
+      throw;
+    }
+  }
+
+  const auto& stats = ctx.programs().stats();
+  result.timings.kernel_build_ms = stats.build_ms - build_ms_before;
+  load_.kernel_build_ms += result.timings.kernel_build_ms;
+  load_.kernel_cache_hits += stats.disk_hits - disk_hits_before;
+  load_.kernel_cache_misses += stats.source_builds - builds_before;
+  result.timings.stage_flops = ctx.take_flops();
+  result.timings.peak_device_bytes = ctx.memory().peak_bytes;
+  result.timings.total_ms = ms_since(start);
+  return result;
+}
+
+Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Engine::~Engine() = default;
+
+Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel) {
+  return impl_->generate(request, on_progress, cancel);
+}
+
+void Engine::validate(const Request& request) const { impl_->validate(request); }
+const DeviceInfo& Engine::device() const { return impl_->device_; }
+const ModelSummary& Engine::model() const { return impl_->summary_; }
+const LoadTimings& Engine::load_timings() const { return impl_->load_; }
+
+std::vector<PngText> Engine::png_metadata(const Request& request, const Result& result, bool tiny_image) const {
+  return impl_->png_metadata(request, result, tiny_image);
+}
+
+}  // namespace sdt

@@ -1,0 +1,39 @@
+// The engine's implementation behind sdt::Engine: the opened model files (configs; the weights are dropped
+// once uploaded), the OpenCL context, the resident pipeline, and the one-time load figures. Internal: the
+// engine's own tests reach the device tensors of a generation through it (Engine::impl()).
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "io/model_files.hpp"
+#include "pipeline/pipeline.hpp"
+#include "runtime/context.hpp"
+#include "sdt/engine.hpp"
+
+namespace sdt {
+
+struct Engine::Impl {
+  explicit Impl(const EngineOptions& options);
+
+  // Opens the files, the device and uploads the models (also used to recover after a device loss).
+  void open();
+  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel);
+  void validate(const Request& request) const;
+  std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image) const;
+
+  pipeline::Pipeline& pipeline() { return *pipeline_; }
+  cl::Context& context() { return *ctx_; }
+  const io::ModelFiles& files() const { return files_; }
+
+  EngineOptions options_;
+  io::ModelFiles files_;  // configs and names; `weights` is emptied after the upload
+  DeviceInfo device_;
+  ModelSummary summary_;
+  LoadTimings load_;
+  std::unique_ptr<cl::Context> ctx_;
+  std::unique_ptr<pipeline::Pipeline> pipeline_;
+  bool needs_reopen_ = false;  // set when the device failed; the next generate() rebuilds context and models
+};
+
+}  // namespace sdt

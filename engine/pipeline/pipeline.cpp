@@ -1,0 +1,189 @@
+#include "pipeline/pipeline.hpp"
+
+#include <chrono>
+
+#include "sdt/error.hpp"
+
+namespace sdt::pipeline {
+
+// L latent channels, h/w latent size, H/W image size.
+
+ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
+                           const std::atomic<bool>* cancel) {
+  ResidentModels m;
+  const nn::WeightScope root(ctx, files.weights, "", storage, cancel);
+  m.text_encoder = std::make_unique<models::ClipTextEncoder>(root["text_encoder"], files.text_encoder);
+  m.unet = std::make_unique<models::UNet2DConditionModel>(root["unet"], files.unet);
+  m.vae_decoder = std::make_unique<models::VaeDecoder>(root["vae"], files.vae);
+  if (files.has_vae_encoder) m.vae_encoder = std::make_unique<models::VaeEncoder>(root["vae"], files.vae);
+  if (files.taesd) {
+    if (files.taesd->has_decoder)
+      m.taesd_decoder = std::make_unique<models::TaesdDecoder>(root["taesd"], *files.taesd);
+    if (files.taesd->has_encoder)
+      m.taesd_encoder = std::make_unique<models::TaesdEncoder>(root["taesd"], *files.taesd);
+  }
+  return m;
+}
+
+namespace {
+
+text::ClipTokenizer make_tokenizer(const io::ModelFiles& files) {
+  if (!files.vocab_json.empty()) return text::ClipTokenizer::from_folder(files.vocab_json.parent_path());
+  return text::ClipTokenizer::bundled();
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Pipeline::Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models,
+                   std::size_t prompt_cache_entries)
+    : ctx_(ctx),
+      vae_config_(files.vae),
+      latent_channels_(files.unet.in_channels),
+      models_(std::move(models)),
+      tokenizer_(make_tokenizer(files)),
+      scheduler_(files.scheduler),
+      prompt_cache_(prompt_cache_entries) {
+  check_model(files);
+}
+
+void Pipeline::check_model(const io::ModelFiles& files) {
+  if (files.scheduler.prediction_type != "epsilon")
+    throw Error(ErrorKind::BadModel,
+                "scheduler: prediction_type \"" + files.scheduler.prediction_type +
+                    "\" is not supported (SD-Turbo predicts \"epsilon\")",
+                "v-prediction models (SD 2.x at 768 px) are not supported; use SD-Turbo");
+  if (files.unet.in_channels != files.vae.latent_channels || files.unet.out_channels != files.vae.latent_channels)
+    throw Error(ErrorKind::BadModel,
+                "the UNet takes " + std::to_string(files.unet.in_channels) + " channels and gives " +
+                    std::to_string(files.unet.out_channels) + ", but the VAE has " +
+                    std::to_string(files.vae.latent_channels) + " latent channels",
+                "the parts of this model do not belong together");
+}
+
+
+int Pipeline::vae_scale_factor() const { return 1 << (static_cast<int>(vae_config_.block_out_channels.size()) - 1); }
+
+std::vector<std::int64_t> Pipeline::latent_shape(int width, int height) const {
+  const int f = vae_scale_factor();
+  return {latent_channels_, height / f, width / f};
+}
+
+const nn::Tensor& Pipeline::encode_prompt(const std::vector<std::int32_t>& ids, bool* cache_hit) {
+  if (const nn::Tensor* cached = prompt_cache_.find(ids)) {
+    if (cache_hit) *cache_hit = true;
+    return *cached;
+  }
+  if (cache_hit) *cache_hit = false;
+  const std::vector<int> as_int(ids.begin(), ids.end());
+  return prompt_cache_.insert(ids, (*models_.text_encoder)(ctx_, as_int));  // [77, C]
+}
+
+DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
+  auto stage = [&](const std::string& label, int step = 0, int steps = 0) {
+    ctx_.set_stage(label);
+    if (hook) hook(label, step, steps);
+  };
+  DeviceOutputs out;
+  const auto tokenize_start = std::chrono::steady_clock::now();
+  out.tokens = tokenizer_.encode(request.prompt);
+  out.tokenize_ms = ms_since(tokenize_start);
+
+  stage("text encoder");
+  out.text_hidden = &encode_prompt(out.tokens.ids, &out.text_cache_hit);
+
+  out.schedule = scheduler_.schedule(request.steps);
+  const std::vector<std::int64_t> shape = latent_shape(request.width, request.height);  // [L, h, w]
+  const std::size_t n = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
+  TorchGenerator generator(request.seed);
+  nn::Tensor latents;
+  if (request.init_image) {
+    const Img2ImgStart start = img2img_start(request.steps, request.strength);
+    if (start.steps_run < 1)
+      throw Error(ErrorKind::BadRequest, "img2img: strength " + std::to_string(request.strength) + " with " +
+                                             std::to_string(request.steps) + " steps runs no denoising step",
+                  "use steps × strength ≥ 1");
+    out.begin_index = start.begin_index;
+    latents = initial_latents_img2img(request, out.schedule, start.begin_index, generator, out, hook);
+  } else {
+    // diffusers prepare_latents: randn(shape, generator) * init_noise_sigma, in float32.
+    std::vector<float> noise = generator.randn(n);
+    for (float& v : noise) v *= out.schedule.init_noise_sigma;
+    latents = nn::upload(ctx_, noise, shape);
+  }
+
+  const int steps_run = out.schedule.num_steps() - out.begin_index;
+  for (int i = 0; i < steps_run; ++i) {
+    const int k = out.begin_index + i;
+    stage("unet step " + std::to_string(i + 1), i + 1, steps_run);
+    const float sigma = out.schedule.sigmas[k];
+    const float sigma_next = out.schedule.sigmas[k + 1];
+    const float timestep = out.schedule.timesteps[k];
+    out.timesteps_run.push_back(timestep);
+    nn::Tensor unet_in = nn::scale(ctx_, latents, 1.0f / model_input_divisor(sigma));  // [L, h, w]
+    nn::Tensor eps = (*models_.unet)(ctx_, unet_in, timestep, *out.text_hidden);       // [L, h, w]
+    // Euler with s_churn 0: x + (sigma_next − sigma) · ε (diffusers: derivative (x − x0) / sigma = ε).
+    latents = nn::axpby(ctx_, 1.0f, latents, sigma_next - sigma, eps);
+  }
+
+  if (request.decoder == Decoder::Full || request.decoder == Decoder::Both) {
+    stage("vae decode");
+    out.image_vae = (*models_.vae_decoder)(ctx_, latents);  // [3, H, W]
+  }
+  if (request.decoder == Decoder::Tiny || request.decoder == Decoder::Both) {
+    if (!models_.taesd_decoder)
+      throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for but this model has none",
+                  "pass --taesd PATH or put a taesd/ folder next to the model");
+    stage("taesd decode");
+    out.image_taesd = (*models_.taesd_decoder)(ctx_, latents);  // [3, H, W]
+  }
+  out.latents = std::move(latents);
+  return out;
+}
+
+nn::Tensor Pipeline::initial_latents_img2img(const Request& request, const EulerSchedule& schedule, int begin_index,
+                                             TorchGenerator& generator, DeviceOutputs& out, const StageHook& hook) {
+  const Image& image = *request.init_image;
+  const std::int64_t H = image.height, W = image.width;
+  const std::size_t pixels = static_cast<std::size_t>(H * W);
+  // [H, W, 3] bytes → [3, H, W] in [0, 1]: byte / 255 in float32, as the fixture's PIL → tensor conversion.
+  std::vector<float> image01(3 * pixels);
+  for (std::size_t p = 0; p < pixels; ++p)
+    for (std::size_t c = 0; c < 3; ++c) image01[c * pixels + p] = static_cast<float>(image.rgb[p * 3 + c]) / 255.0f;
+
+  ctx_.set_stage("vae encode");
+  if (hook) hook("vae encode", 0, 0);
+  std::vector<float> init;
+  if (models_.vae_encoder) {
+    // VaeImageProcessor.normalize: 2x − 1.
+    std::vector<float> image_pm1(image01.size());
+    for (std::size_t i = 0; i < image01.size(); ++i) image_pm1[i] = 2.0f * image01[i] - 1.0f;
+    nn::Tensor input = nn::upload(ctx_, image_pm1, {3, H, W});
+    nn::Tensor moments = (*models_.vae_encoder)(ctx_, input);  // [2L, h, w]
+    // The only read-back before the end: the sample is drawn on the host from the same torch generator
+    // as the noise, so the draw order (sample first, then noise) matches diffusers.
+    const std::vector<float> host_moments = nn::download(ctx_, moments);
+    models::latent_distribution(host_moments, out.init_mean, out.init_std);
+    const std::vector<float> sample = generator.randn(out.init_mean.size());
+    const float scaling = vae_config_.scaling_factor;
+    init.resize(out.init_mean.size());
+    for (std::size_t i = 0; i < init.size(); ++i) init[i] = scaling * (out.init_mean[i] + out.init_std[i] * sample[i]);
+  } else if (models_.taesd_encoder) {
+    // AutoencoderTiny.encode gives the latents directly, already on the sampler's scale, and draws nothing.
+    nn::Tensor input = nn::upload(ctx_, image01, {3, H, W});
+    init = nn::download(ctx_, (*models_.taesd_encoder)(ctx_, input));
+  } else {
+    throw Error(ErrorKind::BadRequest, "img2img needs an image encoder, and this model has neither the VAE encoder "
+                                       "nor a TAESD encoder",
+                "use a model with its full VAE, or drop --init-image");
+  }
+  const std::vector<float> noise = generator.randn(init.size());
+  std::vector<float> noisy(init.size());
+  add_noise(init.data(), noise.data(), noisy.data(), init.size(), schedule.sigmas[begin_index]);
+  return nn::upload(ctx_, noisy, latent_shape(static_cast<int>(W), static_cast<int>(H)));
+}
+
+}  // namespace sdt::pipeline

@@ -1,0 +1,50 @@
+#include "pipeline/stage_timing.hpp"
+
+#include <map>
+#include <utility>
+
+namespace sdt::pipeline {
+
+void StageFences::mark() {
+  cl_event marker = nullptr;
+  cl::check(clEnqueueMarkerWithWaitList(ctx_.queue(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList",
+            "stage boundary");
+  pending_.emplace_back(marker);
+  // Hand the queued work to the device now; some drivers only start on a flush.
+  cl::check(clFlush(ctx_.queue()), "clFlush", "stage boundary");
+  while (pending_.size() > 1) {
+    cl_event oldest = pending_.front().get();
+    cl::check(clWaitForEvents(1, &oldest), "clWaitForEvents", "stage boundary");
+    pending_.pop_front();
+  }
+}
+
+void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
+                       std::vector<KernelProfileEntry>* profile) {
+  static const std::string kUnetStep = "unet step ";
+  std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
+  for (const auto& k : recorded) {
+    if (k.stage == "text encoder") t.text_encoder_ms += k.duration_ms;
+    else if (k.stage == "vae encode") t.vae_encode_ms += k.duration_ms;
+    else if (k.stage == "vae decode") t.vae_decode_ms += k.duration_ms;
+    else if (k.stage == "taesd decode") t.taesd_decode_ms += k.duration_ms;
+    else if (k.stage.rfind(kUnetStep, 0) == 0) {
+      const std::size_t step = std::stoul(k.stage.substr(kUnetStep.size()));
+      if (step >= 1) {
+        if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
+        t.unet_step_ms[step - 1] += k.duration_ms;
+      }
+    }
+    if (profile) {
+      auto& entry = per_kernel[{k.stage, k.kernel}];
+      entry.stage = k.stage;
+      entry.kernel = k.kernel;
+      entry.launches += 1;
+      entry.total_ms += k.duration_ms;
+    }
+  }
+  if (profile)
+    for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
+}
+
+}  // namespace sdt::pipeline

@@ -1,0 +1,33 @@
+// Stage bookkeeping of one generation on the device's in-order queue:
+//  - StageFences keeps one stage in flight: at each stage boundary it enqueues a marker and waits for the marker
+//    before it, so the host checks cancellation and reports progress about one stage behind the device, never
+//    letting the device idle while the next stage is enqueued (no clFinish per stage).
+//  - stage_timings() sums the profiling events the context recorded per stage label into StageTimings.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "runtime/context.hpp"
+#include "sdt/engine.hpp"
+
+namespace sdt::pipeline {
+
+class StageFences {
+ public:
+  explicit StageFences(cl::Context& ctx) : ctx_(ctx) {}
+  // Marks the end of everything enqueued so far; returns once the previous mark has been passed.
+  void mark();
+
+ private:
+  cl::Context& ctx_;
+  std::deque<cl::EventHandle> pending_;
+};
+
+// Adds the recorded kernel timings to `timings` (text encoder, vae encode, unet step N, vae decode, taesd
+// decode); with `profile`, also the per-kernel breakdown.
+void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& timings,
+                       std::vector<KernelProfileEntry>* profile);
+
+}  // namespace sdt::pipeline

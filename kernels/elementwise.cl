@@ -1,0 +1,116 @@
+// Element-wise and layout kernels on fp32 activations: activations (exact erf GELU as torch's default
+// F.gelu, SiLU, ReLU), diffusers' GEGLU, residual adds, the scheduler's axpby, TAESD's tanh clamp, nearest 2x
+// upsampling (F.interpolate mode="nearest"), channel concatenation (torch.cat dim 1), transposition and the
+// NaN/Inf count. One work-item per output element unless noted; every
+// kernel checks its bounds, so global sizes are rounded up freely. Memory-bound: the GPU round may vectorise.
+
+#ifndef TRANSPOSE_TILE
+#define TRANSPOSE_TILE 16
+#endif
+
+#define ACT_NONE 0
+#define ACT_SILU 1
+#define ACT_GELU 2
+#define ACT_RELU 3
+
+inline float gelu(float v) { return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f)); }
+
+inline float apply_act(float v, int act) {
+  if (act == ACT_SILU) return v / (1.0f + exp(-v));
+  if (act == ACT_GELU) return gelu(v);
+  if (act == ACT_RELU) return fmax(v, 0.0f);
+  return v;
+}
+
+// x, y: [n]
+__kernel void activation(const int n, __global const float* restrict x, const int act, __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = apply_act(x[i], act);
+}
+
+// x: [T, 2F] -> y: [T, F] = x[:, :F] * gelu(x[:, F:]).   global (F, T)
+__kernel void geglu(const int T, const int F, __global const float* restrict x, __global float* restrict y) {
+  const int f = get_global_id(0), t = get_global_id(1);
+  if (f >= F || t >= T) return;
+  const int row = t * 2 * F;
+  y[t * F + f] = x[row + f] * gelu(x[row + F + f]);
+}
+
+// y = a + b    [n]
+__kernel void add(const int n, __global const float* restrict a, __global const float* restrict b,
+                  __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = a[i] + b[i];
+}
+
+// y[c, s] = x[c, s] + v[c]    x, y: [C, S], v: [C].   global (S, C)
+__kernel void add_channel_bias(const int S, const int C, __global const float* restrict x,
+                               __global const float* restrict v, __global float* restrict y) {
+  const int s = get_global_id(0), c = get_global_id(1);
+  if (s < S && c < C) y[c * S + s] = x[c * S + s] + v[c];
+}
+
+// y = alpha * a + beta * b    [n]
+__kernel void axpby(const int n, const float alpha, __global const float* restrict a, const float beta,
+                    __global const float* restrict b, __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = alpha * a[i] + beta * b[i];
+}
+
+// y = s * x    [n]
+__kernel void scale(const int n, __global const float* restrict x, const float s, __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = x[i] * s;
+}
+
+// y = tanh(x / magnitude) * magnitude    [n]
+__kernel void tanh_clamp(const int n, __global const float* restrict x, const float magnitude,
+                         __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = tanh(x[i] / magnitude) * magnitude;
+}
+
+// x: [C, H, W] -> y: [C, 2H, 2W], y[c, i, j] = x[c, i/2, j/2].   global (2W, 2H, C)
+__kernel void upsample_nearest2x(const int W, const int H, const int C, __global const float* restrict x,
+                                 __global float* restrict y) {
+  const int ox = get_global_id(0), oy = get_global_id(1), c = get_global_id(2);
+  if (ox >= 2 * W || oy >= 2 * H || c >= C) return;
+  y[(c * 2 * H + oy) * 2 * W + ox] = x[(c * H + (oy >> 1)) * W + (ox >> 1)];
+}
+
+// [C1, H, W], [C2, H, W] -> [C1 + C2, H, W]: with channels outermost this is two contiguous runs.
+// na = C1*H*W, nb = C2*H*W.
+__kernel void concat(const int na, const int nb, __global const float* restrict a, __global const float* restrict b,
+                     __global float* restrict y) {
+  const int i = get_global_id(0);
+  if (i < na) y[i] = a[i];
+  else if (i < na + nb) y[i] = b[i - na];
+}
+
+// x: [A, B] -> y: [B, A] through a local tile, so both the reads and the writes are coalesced. x is read at
+// x[x_off + a * ldx + b] (a head's columns inside [T, heads*D]; plain: 0 and B).
+// global (round_up(B, TILE), round_up(A, TILE)), local (TILE, TILE).
+__kernel __attribute__((reqd_work_group_size(TRANSPOSE_TILE, TRANSPOSE_TILE, 1))) void transpose(
+    const int A, const int B, __global const float* restrict x, const int x_off, const int ldx,
+    __global float* restrict y) {
+  __local float tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+  const int lx = get_local_id(0), ly = get_local_id(1);
+  const int b0 = get_group_id(0) * TRANSPOSE_TILE, a0 = get_group_id(1) * TRANSPOSE_TILE;
+  if (a0 + ly < A && b0 + lx < B) tile[ly][lx] = x[x_off + (a0 + ly) * ldx + b0 + lx];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (b0 + ly < B && a0 + lx < A) y[(b0 + ly) * A + a0 + lx] = tile[lx][ly];
+}
+
+// Counts NaN and Inf entries of x into *count (which the host zeroes first). Tested on the exponent bits, so
+// no compiler assumption about finite math can remove the test.   global (round_up(n, ls)), local (ls <= 256)
+__kernel void count_non_finite(const int n, __global const float* restrict x, __global int* restrict count) {
+  __local int local_count;
+  if (get_local_id(0) == 0) local_count = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int mine = 0;
+  for (int i = get_global_id(0); i < n; i += get_global_size(0))
+    mine += (as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+  if (mine) atomic_add(&local_count, mine);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && local_count) atomic_add(count, local_count);
+}

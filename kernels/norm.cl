@@ -1,0 +1,175 @@
+// Normalisations in fp32: group norm (optionally followed by SiLU, as every diffusers ResnetBlock2D and the VAE
+// use it) and layer norm over the last dimension (torch.nn.GroupNorm / torch.nn.LayerNorm: biased variance,
+// eps inside the square root).
+//
+// Group norm statistics must stay exact for very large groups: the VAE at 512x512 has groups of
+// 16 channels x 262144 pixels. Each group is split into P chunks reduced by one work-group each; every
+// work-item keeps a shifted sum and sum of squares over its strided elements (shifted by its first element, so
+// no large mean cancels), which become (count, mean, M2) triples merged pairwise (Chan et al.) in local memory
+// and then across chunks. Nothing is summed as a raw sum x^2 - (sum x)^2/n over a whole group.
+//
+// Tunables: NORM_LS (work-group size of the reductions, a power of two).
+
+#ifndef NORM_LS
+#define NORM_LS 256
+#endif
+
+#if GAMMA_HALF
+#define GAMMA_T half
+#define LOAD_GAMMA(p, i) vload_half((i), (p))
+#else
+#define GAMMA_T float
+#define LOAD_GAMMA(p, i) ((p)[(i)])
+#endif
+#if BETA_HALF
+#define BETA_T half
+#define LOAD_BETA(p, i) vload_half((i), (p))
+#else
+#define BETA_T float
+#define LOAD_BETA(p, i) ((p)[(i)])
+#endif
+
+// (n, mean, M2) of b merged into a.
+inline void chan_merge(float* n, float* mean, float* m2, float nb, float mean_b, float m2_b) {
+  const float na = *n;
+  const float total = na + nb;
+  if (nb == 0.0f) return;
+  const float delta = mean_b - *mean;
+  const float fb = nb / total;
+  *mean += delta * fb;
+  *m2 += m2_b + delta * delta * na * fb;
+  *n = total;
+}
+
+// Tree-merges every work-item's (n, mean, M2) of the group; the result lands in slot 0.
+inline void merge_local(__local float* ln, __local float* lmean, __local float* lm2, int lid) {
+  for (int stride = NORM_LS / 2; stride > 0; stride >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < stride) {
+      float n = ln[lid], mean = lmean[lid], m2 = lm2[lid];
+      chan_merge(&n, &mean, &m2, ln[lid + stride], lmean[lid + stride], lm2[lid + stride]);
+      ln[lid] = n;
+      lmean[lid] = mean;
+      lm2[lid] = m2;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// Per-chunk statistics of each group.   x: [G, group_size] (a group's elements are contiguous in [C, H*W]);
+// partials: [G, P, 3] (count, mean, M2). global (P*NORM_LS, G), local (NORM_LS).
+__kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_partials(
+    __global const float* restrict x, const int group_size, const int P, __global float* restrict partials) {
+  __local float ln[NORM_LS], lmean[NORM_LS], lm2[NORM_LS];
+  const int lid = get_local_id(0);
+  const int p = get_group_id(0), g = get_group_id(1);
+  const int chunk = (group_size + P - 1) / P;
+  const int begin = p * chunk;
+  const int end = min(group_size, begin + chunk);
+  __global const float* xg = x + g * group_size;
+
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  if (begin + lid < end) {
+    const float shift = xg[begin + lid];
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int i = begin + lid; i < end; i += NORM_LS) {
+      const float d = xg[i] - shift;
+      s1 += d;
+      s2 += d * d;
+      n += 1.0f;
+    }
+    mean = s1 / n;
+    m2 = fmax(s2 - s1 * mean, 0.0f);
+    mean += shift;
+  }
+  ln[lid] = n;
+  lmean[lid] = mean;
+  lm2[lid] = m2;
+  merge_local(ln, lmean, lm2, lid);
+  if (lid == 0) {
+    __global float* out = partials + (g * P + p) * 3;
+    out[0] = ln[0];
+    out[1] = lmean[0];
+    out[2] = lm2[0];
+  }
+}
+
+// Merges the P chunk statistics of each group into (mean, 1 / sqrt(var + eps)). Two passes over the partials
+// (mean of the means relative to the first one, then M2 = sum of M2_p + n_p (mean_p - mean)^2), so the mean is
+// rounded once rather than once per merge.   partials: [G, P, 3] -> stats: [G, 2]. global (G).
+__kernel void group_norm_finalize(__global const float* restrict partials, const int G, const int P, const float eps,
+                                  __global float* restrict stats) {
+  const int g = get_global_id(0);
+  if (g >= G) return;
+  __global const float* part = partials + g * P * 3;
+  const float base = part[1];
+  float n = 0.0f, offset = 0.0f;
+  for (int p = 0; p < P; ++p) {
+    n += part[3 * p];
+    offset += part[3 * p] * (part[3 * p + 1] - base);
+  }
+  const float mean = base + offset / n;
+  float m2 = 0.0f;
+  for (int p = 0; p < P; ++p) {
+    const float d = part[3 * p + 1] - mean;
+    m2 += part[3 * p + 2] + part[3 * p] * d * d;
+  }
+  stats[2 * g] = mean;
+  stats[2 * g + 1] = 1.0f / sqrt(m2 / n + eps);
+}
+
+// y = (x - mean) * rstd * gamma[c] + beta[c], then SiLU if silu.
+// x, y: [C, S]; stats: [G, 2]; gamma, beta: [C]. global (round_up(S, ls), C).
+__kernel void group_norm_apply(__global const float* restrict x, __global const float* restrict stats,
+                               __global const GAMMA_T* restrict gamma, __global const BETA_T* restrict beta,
+                               const int S, const int channels_per_group, const int silu,
+                               __global float* restrict y) {
+  const int s = get_global_id(0), c = get_global_id(1);
+  if (s >= S) return;
+  const int g = c / channels_per_group;
+  const float mean = stats[2 * g], rstd = stats[2 * g + 1];
+  const int idx = c * S + s;
+  float v = (x[idx] - mean) * rstd * LOAD_GAMMA(gamma, c) + LOAD_BETA(beta, c);
+  if (silu) v = v / (1.0f + exp(-v));
+  y[idx] = v;
+}
+
+// Layer norm of each row.   x, y: [T, C]; gamma, beta: [C]. global (T*NORM_LS), local (NORM_LS): one work-group
+// per row. Two passes over the row (mean, then the centred sum of squares), both tree-reduced.
+__kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void layer_norm(
+    __global const float* restrict x, __global const GAMMA_T* restrict gamma, __global const BETA_T* restrict beta,
+    const int C, const float eps, __global float* restrict y) {
+  __local float partial[NORM_LS];
+  const int lid = get_local_id(0);
+  const int t = get_group_id(0);
+  __global const float* row = x + t * C;
+
+  // Summed relative to the row's first element, so a mean far from zero costs no precision.
+  const float shift = row[0];
+  float sum = 0.0f;
+  for (int i = lid; i < C; i += NORM_LS) sum += row[i] - shift;
+  partial[lid] = sum;
+  for (int stride = NORM_LS / 2; stride > 0; stride >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < stride) partial[lid] += partial[lid + stride];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float mean = shift + partial[0] / (float)C;
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  float sq = 0.0f;
+  for (int i = lid; i < C; i += NORM_LS) {
+    const float d = row[i] - mean;
+    sq += d * d;
+  }
+  partial[lid] = sq;
+  for (int stride = NORM_LS / 2; stride > 0; stride >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < stride) partial[lid] += partial[lid + stride];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float rstd = 1.0f / sqrt(partial[0] / (float)C + eps);
+
+  for (int i = lid; i < C; i += NORM_LS)
+    y[t * C + i] = (row[i] - mean) * rstd * LOAD_GAMMA(gamma, i) + LOAD_BETA(beta, i);
+}

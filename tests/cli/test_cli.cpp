@@ -1,0 +1,295 @@
+// sdturbo-cli end to end: the fixture's images reproduced from each file layout and each TAESD layout, two and
+// four steps, img2img, identical bytes for the same seed, the timing JSON, requests refused before any device
+// work, and Ctrl+C leaving no file behind.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "sdt/image.hpp"
+#include "test_common.hpp"
+
+#ifndef _WIN32
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
+namespace sdt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path cli_binary() {
+  fs::path dir;
+  if (const char* env = std::getenv("SDT_TEST_BIN_DIR"); env && *env) dir = env;
+  else dir = fs::canonical("/proc/self/exe").parent_path();
+  const fs::path bin = dir / "sdturbo-cli";
+  if (!fs::exists(bin)) ADD_FAILURE() << bin << " not found: build the sdturbo-cli target";
+  return bin;
+}
+
+const fs::path& kernel_cache() {
+  static TempDir dir("sdt-test-cli-cache");
+  return dir.path();
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Runs the CLI with these arguments (plus the test device and a shared kernel cache).
+CliRun run_cli(const std::vector<std::string>& args, bool with_device = true) {
+  static TempDir logs("sdt-test-cli-logs");
+  std::string command = quoted(cli_binary().string());
+  for (const auto& a : args) command += " " + quoted(a);
+  if (with_device) {
+    if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) command += " --device " + quoted(device);
+    command += " --cache-dir " + quoted(kernel_cache().string());
+  }
+  const fs::path out = logs.path() / "stdout.txt", err = logs.path() / "stderr.txt";
+  command += " >" + quoted(out.string()) + " 2>" + quoted(err.string());
+  const int status = std::system(command.c_str());
+  CliRun r;
+#ifndef _WIN32
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#else
+  r.exit_code = status;
+#endif
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string fixture(const std::string& name) { return (tiny_fixture_dir() / name).string(); }
+
+// A single file of the fixture cannot tell its head counts (widths not multiples of 64): pass the configs.
+std::vector<std::string> single_file(const std::string& name) {
+  return {"--model", fixture(name), "--config", fixture("model")};
+}
+
+// Decoded pixels within 1/255 of diffusers' PNG, on at most 1% of the bytes (fixtures/README.md).
+void expect_same_pixels(const fs::path& ours_path, const std::string& reference) {
+  const Image ours = read_png(ours_path);
+  const Image ref = read_png(tiny_fixture_dir() / reference);
+  ASSERT_EQ(ours.width, ref.width);
+  ASSERT_EQ(ours.height, ref.height);
+  int max_abs = 0;
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < ref.rgb.size(); ++i) {
+    const int d = std::abs(int(ours.rgb[i]) - int(ref.rgb[i]));
+    max_abs = std::max(max_abs, d);
+    differing += d != 0;
+  }
+  std::printf("  %-22s max |d| %d/255, %zu of %zu bytes differ\n", reference.c_str(), max_abs, differing,
+              ref.rgb.size());
+  EXPECT_LE(max_abs, 1) << reference;
+  EXPECT_LE(differing, ref.rgb.size() / 100) << reference;
+}
+
+const nlohmann::json& refs_json() {
+  static const nlohmann::json j = nlohmann::json::parse(std::ifstream(tiny_fixture_dir() / "refs.json"));
+  return j;
+}
+
+nlohmann::json find_case(const std::string& name) {
+  for (const auto& c : refs_json()["cases"])
+    if (c["case"] == name) return c;
+  throw std::runtime_error("no case " + name);
+}
+
+std::vector<std::string> case_args(const nlohmann::json& c) {
+  return {"--prompt", c["prompt"].get<std::string>(), "--seed", std::to_string(c["seed"].get<std::uint64_t>()),
+          "--width", std::to_string(c["width"].get<int>()), "--height", std::to_string(c["height"].get<int>()),
+          "--steps", std::to_string(c["steps"].get<int>()), "--weights", "fp32"};
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Every 1-step fixture image from both decoders, the cases spread over the three model layouts and the TAESD
+// layouts (given, or found beside the model) so that each image and each layout is covered once.
+TEST(Cli, ReproducesEveryOneStepFixtureImageAcrossAllLayoutsWithBothDecoders) {
+  TempDir dir("sdt-test-cli");
+  struct LayoutRun {
+    const char* case_name;
+    const char* model;
+    const char* taesd;  // "": the taesd/ folder beside the model is found
+  };
+  const LayoutRun runs[] = {{"case0", "model", ""},
+                      {"case1", "model", "taesd_decoder.safetensors"},
+                      {"case2", "model", "taesd"},
+                      {"case3", "model.ldm.safetensors", ""},
+                      {"case4", "model.ldm.safetensors", "taesd_decoder.safetensors"},
+                      {"case5", "model.sgm.safetensors", "taesd"},
+                      {"case6", "model.sgm.safetensors", ""}};
+  for (const LayoutRun& run : runs) {
+    const std::string name = run.case_name;
+    const auto vae = dir.path() / (name + "_vae.png"), tiny = dir.path() / (name + "_taesd.png");
+    std::vector<std::string> args = std::string(run.model) == "model" ? std::vector<std::string>{"--model", fixture("model")}
+                                                                      : single_file(run.model);
+    if (*run.taesd) args = args + std::vector<std::string>{"--taesd", fixture(run.taesd)};
+    const CliRun r = run_cli(case_args(find_case(name)) + args +
+                             std::vector<std::string>{"--decoder", "both", "--output", vae.string(), "--output-tiny",
+                                                      tiny.string()});
+    ASSERT_EQ(r.exit_code, 0) << name << " from " << run.model << ": " << r.err;
+    std::printf("  %s from %s, TAESD %s:\n", run.case_name, run.model, *run.taesd ? run.taesd : "found beside it");
+    expect_same_pixels(vae, name + "_vae.png");
+    expect_same_pixels(tiny, name + "_taesd.png");
+  }
+}
+
+TEST(Cli, ReproducesTwoAndFourStepsAndImg2Img) {
+  TempDir dir("sdt-test-cli");
+  for (const char* name : {"steps2", "steps4"}) {
+    const auto out = dir.path() / "out.png";
+    const CliRun r = run_cli(case_args(find_case(name)) +
+                          single_file("model.sgm.safetensors") + std::vector<std::string>{"--output", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    expect_same_pixels(out, std::string(name) + "_vae.png");
+  }
+  const nlohmann::json c = find_case("img2img");
+  const auto out = dir.path() / "img2img.png";
+  // No --width/--height: the size comes from the init image.
+  const CliRun r = run_cli(single_file("model.ldm.safetensors") +
+                        std::vector<std::string>{"--prompt", c["prompt"].get<std::string>(),
+                         "--seed", std::to_string(c["seed"].get<int>()), "--steps", "2", "--strength", "0.5",
+                         "--init-image", fixture("img2img_input.png"), "--weights", "fp32", "--output", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_pixels(out, "img2img_vae.png");
+}
+
+TEST(Cli, SameSeedTwiceWritesIdenticalBytesAndTheTimingTable) {
+  TempDir dir("sdt-test-cli");
+  const auto a = dir.path() / "a.png", b = dir.path() / "b.png", timings = dir.path() / "t.json";
+  const std::vector<std::string> args = {"--model", fixture("model"), "--prompt", "same seed, same bytes", "--seed",
+                                         "7", "--width", "64", "--height", "64", "--decoder", "tiny"};
+  const CliRun first = run_cli(args + std::vector<std::string>{"--output", a.string(), "--timings", timings.string()});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const CliRun second = run_cli(args + std::vector<std::string>{"--output", b.string()});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(slurp(a), slurp(b));
+  EXPECT_NE(first.out.find(a.string()), std::string::npos) << "stdout does not say where the PNG went: " << first.out;
+  for (const char* row : {"tokenize", "text encoder", "unet step 1", "taesd decode", "read-back", "total"})
+    EXPECT_NE(first.err.find(row), std::string::npos) << row << " missing from the timing table:\n" << first.err;
+  const nlohmann::json t = nlohmann::json::parse(slurp(timings));
+  EXPECT_EQ(t["stages_ms"]["unet_steps"].size(), 1u);
+  EXPECT_GT(t["stages_ms"]["taesd_decode"].get<double>(), 0.0);
+  EXPECT_EQ(t["decoder"], "tiny");
+}
+
+TEST(Cli, BothDecodersWithoutOutputTinyWritesBesideTheOutput) {
+  TempDir dir("sdt-test-cli");
+  const auto out = dir.path() / "pair.png";
+  const CliRun r = run_cli({"--model", fixture("model"), "--prompt", "pair", "--width", "64", "--height", "64",
+                         "--decoder", "both", "--output", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_TRUE(fs::exists(dir.path() / "pair_taesd.png"));
+}
+
+// Each is refused before a device is chosen: the bogus --device would fail otherwise.
+TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
+  TempDir dir("sdt-test-cli");
+  const std::string out = (dir.path() / "never.png").string();
+  struct Case {
+    std::vector<std::string> args;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--width", "100"}, "multiples of 64"},
+      {{"--height", "0"}, "multiples of 64"},
+      {{"--steps", "9"}, "1 to 4 Euler steps"},
+      {{"--init-image", fixture("img2img_input.png"), "--strength", "1.5"}, "outside (0, 1]"},
+      {{"--init-image", (dir.path() / "missing.png").string()}, "missing.png"},
+      {{"--init-image", fixture("img2img_input.png"), "--width", "256"}, "the init image is 128×128"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run_cli(std::vector<std::string>{"--model", fixture("model"), "--prompt", "x", "--output", out,
+                                                   "--device", "no-such-device-anywhere"} +
+                              c.args,
+                          false);
+    EXPECT_EQ(r.exit_code, 1) << c.expected;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << "expected \"" << c.expected << "\" in: " << r.err;
+    EXPECT_EQ(r.err.find("no-such-device"), std::string::npos) << "a device was looked for: " << r.err;
+  }
+  const CliRun unwritable = run_cli({"--model", fixture("model"), "--prompt", "x", "--output",
+                                  (dir.path() / "no" / "such" / "folder.png").string(), "--device", "no-such-device"},
+                                 false);
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_NE(unwritable.err.find("does not exist"), std::string::npos) << unwritable.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+#ifndef _WIN32
+TEST(Cli, CtrlCCancelsCleanlyAndWritesNoFile) {
+  TempDir dir("sdt-test-cli");
+  const fs::path out = dir.path() / "cancelled.png";
+  int err_pipe[2];
+  ASSERT_EQ(pipe(err_pipe), 0);
+  const std::string bin = cli_binary().string(), cache = kernel_cache().string(), model = fixture("model");
+  const std::string out_s = out.string();
+  const char* device = std::getenv("SDT_TEST_DEVICE");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(err_pipe[1], STDERR_FILENO);
+    close(err_pipe[0]);
+    std::vector<const char*> argv = {bin.c_str(), "--model", model.c_str(), "--prompt", "cancel me", "--steps", "4",
+                                     "--width", "256", "--height", "256", "--output", out_s.c_str(), "--cache-dir",
+                                     cache.c_str(), "-v"};
+    if (device && *device) {
+      argv.push_back("--device");
+      argv.push_back(device);
+    }
+    argv.push_back(nullptr);
+    execv(bin.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  // Interrupt once the first UNet step is reported: three more steps and the decoder are still to come.
+  std::string err;
+  char buffer[256];
+  bool interrupted = false;
+  ssize_t n;
+  while ((n = read(err_pipe[0], buffer, sizeof buffer)) > 0) {
+    err.append(buffer, static_cast<std::size_t>(n));
+    if (!interrupted && err.find("unet 1/4") != std::string::npos) {
+      kill(pid, SIGINT);
+      interrupted = true;
+    }
+  }
+  close(err_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(interrupted) << "never saw the first UNet step: " << err;
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal instead of cancelling: " << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out)) << "a cancelled run wrote its output";
+  for (const auto& entry : fs::directory_iterator(dir.path())) ADD_FAILURE() << "left behind: " << entry.path();
+}
+#endif
+
+}  // namespace
+}  // namespace sdt::test

@@ -1,0 +1,47 @@
+// The UNet against diffusers' UNet2DConditionModel: ε for every fixture case (timestep 999, the reference
+// text embedding and scaled latents as inputs) and the Euler step to the final latents, from every layout.
+#include <gtest/gtest.h>
+
+#include "models/unet.hpp"
+#include "models_fixture.hpp"
+#include "sdt/error.hpp"
+#include "nn/ops.hpp"
+
+namespace sdt::test {
+namespace {
+
+class UNetLayouts : public ::testing::TestWithParam<ModelLayout> {};
+
+TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
+  const FixtureRefs& refs = FixtureRefs::get();
+  const io::ModelFiles& files = fixture_model(GetParam().path);
+  cl::Context& ctx = shared_context();
+  const models::UNet2DConditionModel unet(fp32_scope(files, "unet"), files.unet);
+  for (const auto& c : refs.txt2img_cases()) {
+    const std::string name = c["case"];
+    const std::vector<std::int64_t> latent_shape = refs.shape(name + "_unet_in");
+    const nn::Tensor sample = nn::upload(ctx, refs.tensor(name + "_unet_in"), latent_shape);
+    const nn::Tensor context = nn::upload(ctx, refs.tensor(name + "_text_hidden"), refs.shape(name + "_text_hidden"));
+    const nn::Tensor latents_init = nn::upload(ctx, refs.tensor(name + "_latents_init"), latent_shape);
+    const nn::Tensor eps = unet(ctx, sample, c["timestep"].get<float>(), context);
+    ASSERT_EQ(eps.shape, latent_shape);
+    const Diff de = report(name + " eps", nn::download(ctx, eps), refs.tensor(name + "_eps"));
+    EXPECT_EQ(de.non_finite, 0u) << name;
+    EXPECT_LE(de.rel_l2, 1e-4) << name;
+    const nn::Tensor latents = nn::axpby(ctx, 1.0f, latents_init, -c["sigma"].get<float>(), eps);
+    const Diff dl = report(name + " latents_final", nn::download(ctx, latents), refs.tensor(name + "_latents_final"));
+    EXPECT_LE(dl.rel_l2, 1e-4) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixture, UNetLayouts, ::testing::ValuesIn(model_layouts()), layout_name<ModelLayout>);
+
+TEST(UNet, RejectsHeadCountsThatDoNotDivideTheChannels) {
+  const io::ModelFiles& files = fixture_model("model");
+  io::UNetConfig wrong = files.unet;
+  wrong.num_heads[0] = 3;  // 32 channels
+  EXPECT_THROW(models::UNet2DConditionModel(fp32_scope(files, "unet"), wrong), Error);
+}
+
+}  // namespace
+}  // namespace sdt::test

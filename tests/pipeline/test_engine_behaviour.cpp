@@ -1,0 +1,201 @@
+// What a caller of the engine relies on beyond accuracy: identical bytes for the same seed, progress in stage
+// order, timings for every stage, cancellation that leaves the engine as it was, non-finite results reported
+// with the stage that made them, the PNG parameters, and the labelled random model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "engine_fixture.hpp"
+#include "io/safetensors.hpp"
+#include "sdt/error.hpp"
+
+namespace sdt::test {
+namespace {
+
+// 64×64: what these tests check does not depend on the size, and the decoders cost a quarter of 128×128.
+Request small_request(Decoder decoder = Decoder::Full, int steps = 1) {
+  Request r;
+  r.prompt = "a lighthouse in a storm, oil painting";
+  r.seed = 20240607;
+  r.width = 64;
+  r.height = 64;
+  r.steps = steps;
+  r.decoder = decoder;
+  return r;
+}
+
+TEST(Engine, SameSeedTwiceGivesIdenticalPngBytes) {
+  Engine& engine = fixture_engine();
+  const Request request = small_request();
+  const Result first = engine.generate(request);
+  const Result second = engine.generate(request);
+  EXPECT_EQ(first.latents, second.latents);
+  ASSERT_EQ(first.image.rgb.size(), 64u * 64u * 3u);
+  EXPECT_EQ(first.image.rgb, second.image.rgb);
+  EXPECT_EQ(encode_png(first.image, engine.png_metadata(request, first)),
+            encode_png(second.image, engine.png_metadata(request, second)));
+  Request other = request;
+  other.seed += 1;
+  EXPECT_NE(engine.generate(other).image.rgb, first.image.rgb) << "the seed changed nothing";
+}
+
+TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
+  Engine& engine = fixture_engine();
+  Request request = small_request(Decoder::Both, 2);
+  request.prompt = "progress test prompt, never cached before";
+  std::vector<std::string> seen;
+  const Result r = engine.generate(request, [&](const Progress& p) {
+    seen.push_back(p.stage + (p.steps ? " " + std::to_string(p.step) + "/" + std::to_string(p.steps) : ""));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"text encoder", "unet 1/2", "unet 2/2", "vae decode", "taesd decode",
+                                            "read-back"}));
+  const StageTimings& t = r.timings;
+  EXPECT_FALSE(t.text_cache_hit);
+  EXPECT_GT(t.text_encoder_ms, 0);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);
+  EXPECT_GT(t.unet_step_ms[0], 0);
+  EXPECT_GT(t.unet_step_ms[1], 0);
+  EXPECT_GT(t.vae_decode_ms, 0);
+  EXPECT_GT(t.taesd_decode_ms, 0);
+  EXPECT_GT(t.total_ms, 0);
+  EXPECT_GT(t.peak_device_bytes, engine.load_timings().weight_bytes);
+  EXPECT_FALSE(r.image_tiny.empty());
+  std::printf("  text %.1f ms, unet %.1f + %.1f ms, vae %.1f ms, taesd %.1f ms, read-back %.2f ms, total %.1f ms\n",
+              t.text_encoder_ms, t.unet_step_ms[0], t.unet_step_ms[1], t.vae_decode_ms, t.taesd_decode_ms,
+              t.readback_ms, t.total_ms);
+}
+
+TEST(Engine, CancelDuringTheUNetStopsAndTheNextRunIsUnchanged) {
+  Engine& engine = fixture_engine();
+  const Request request = small_request(Decoder::Full, 2);
+  const Result before = engine.generate(request);
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> after_cancel;
+  try {
+    (void)engine.generate(
+        request,
+        [&](const Progress& p) {
+          if (cancel) after_cancel.push_back(p.stage);
+          if (p.stage == "unet" && p.step == 1) cancel = true;
+        },
+        &cancel);
+    FAIL() << "a cancelled generation returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.message();
+  }
+  EXPECT_TRUE(after_cancel.empty()) << "stages ran after the cancel: " << after_cancel.front();
+  const Result again = engine.generate(request);
+  EXPECT_EQ(again.image.rgb, before.image.rgb);
+}
+
+TEST(Engine, CancelRaisedBeforehandThrowsWithoutRunning) {
+  std::atomic<bool> cancel{true};
+  EXPECT_THROW(fixture_engine().generate(small_request(), {}, &cancel), Error);
+}
+
+TEST(Engine, PngMetadataCarriesA1111ParametersAndReproducibleJsonWithUtf8) {
+  Engine& engine = fixture_engine();
+  Request request = small_request(Decoder::Both);
+  request.prompt = "Café — 東京の夜景, neon 🌃";
+  const Result result = engine.generate(request);
+  const std::vector<PngText> texts = engine.png_metadata(request, result);
+  ASSERT_EQ(texts.size(), 2u);
+  EXPECT_EQ(texts[0].key, "parameters");
+  const std::string& p = texts[0].value;
+  EXPECT_EQ(p.rfind(request.prompt + "\n", 0), 0u) << p;
+  for (const std::string& part : {std::string("Steps: 1, Sampler: Euler"), std::string("CFG scale: 0"),
+                                  "Seed: " + std::to_string(request.seed), std::string("Size: 64x64"),
+                                  "Model hash: " + engine.model().hash, std::string("Model: model")})
+    EXPECT_NE(p.find(part), std::string::npos) << part << " missing from\n" << p;
+  EXPECT_EQ(p.find("VAE: TAESD"), std::string::npos);
+  EXPECT_NE(engine.png_metadata(request, result, true)[0].value.find("VAE: TAESD"), std::string::npos);
+
+  EXPECT_EQ(texts[1].key, "sdturbo");
+  const nlohmann::json j = nlohmann::json::parse(texts[1].value);
+  EXPECT_EQ(j["prompt"], request.prompt);
+  EXPECT_EQ(j["seed"], request.seed);
+  EXPECT_EQ(j["steps"], 1);
+  EXPECT_EQ(j["width"], 64);
+  EXPECT_EQ(j["decoder"], "both");
+  EXPECT_EQ(j["weights"], "fp32");
+  EXPECT_EQ(j["model"]["hash"], engine.model().hash);
+  EXPECT_EQ(j["scheduler"]["timesteps"], (std::vector<float>{999.0f}));
+
+  TempDir dir("sdt-test-png");
+  write_png(dir.path() / "out.png", result.image, texts);
+  std::vector<PngText> read_back;
+  const Image image = read_png(dir.path() / "out.png", &read_back);
+  EXPECT_EQ(image.rgb, result.image.rgb);
+  ASSERT_EQ(read_back.size(), 2u);
+  EXPECT_EQ(read_back[0].value, texts[0].value);
+  EXPECT_EQ(read_back[1].value, texts[1].value);
+}
+
+// The fixture's diffusers folder with the UNet's conv_out weights set near the float maximum: ε overflows.
+std::filesystem::path make_overflowing_unet_model(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path source = tiny_fixture_dir() / "model";
+  for (const char* part : {"model_index.json", "scheduler", "text_encoder", "tokenizer", "vae"})
+    fs::create_symlink(source / part, dir / part);
+  fs::create_directory(dir / "unet");
+  fs::create_symlink(source / "unet" / "config.json", dir / "unet" / "config.json");
+  const fs::path weights = source / "unet" / "diffusion_pytorch_model.safetensors";
+  std::ifstream in(weights, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const io::SafetensorsHeader header =
+      io::parse_safetensors(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(), weights.string());
+  for (const auto& e : header.entries) {
+    if (e.name != "conv_out.weight") continue;
+    EXPECT_EQ(e.dtype_name, "F32");
+    for (std::uint64_t at = header.data_offset + e.begin; at < header.data_offset + e.end; at += 4) {
+      const float huge = 3e38f;
+      std::memcpy(bytes.data() + at, &huge, 4);
+    }
+  }
+  std::ofstream(dir / "unet" / "diffusion_pytorch_model.safetensors", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return dir;
+}
+
+TEST(Engine, ReportsNonFiniteLatentsNamingTheUNetInsteadOfMakingAnImage) {
+  TempDir dir("sdt-test-overflow-model");
+  EngineOptions o = fixture_engine_options();
+  o.model = make_overflowing_unet_model(dir.path()).string();
+  o.taesd = "";
+  Engine engine(o);
+  try {
+    (void)engine.generate(small_request());
+    FAIL() << "an image was made from non-finite latents";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device) << e.message();
+    EXPECT_NE(e.message().find("the UNet (1 step) produced"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("non-finite"), std::string::npos) << e.message();
+  }
+}
+
+TEST(Engine, RandomTinyModelGeneratesAVariedImageAndIsLabelledAsRandom) {
+  EngineOptions o;
+  o.model = "random:tiny";
+  o.cache_dir = engine_kernel_cache();
+  if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
+  Engine engine(o);
+  EXPECT_TRUE(engine.model().random_weights);
+  const Request request = small_request(Decoder::Both);
+  const Result r = engine.generate(request);
+  ASSERT_EQ(r.image.rgb.size(), 64u * 64u * 3u);
+  // Random weights give low-contrast noise (measured ranges: VAE > 100 levels, TAESD about 29): never flat.
+  const auto [lo, hi] = std::minmax_element(r.image.rgb.begin(), r.image.rgb.end());
+  EXPECT_GT(int(*hi) - int(*lo), 8) << "a flat image";
+  const auto [tlo, thi] = std::minmax_element(r.image_tiny.rgb.begin(), r.image_tiny.rgb.end());
+  EXPECT_GT(int(*thi) - int(*tlo), 8) << "a flat TAESD image";
+  const std::vector<PngText> texts = engine.png_metadata(request, r);
+  EXPECT_NE(texts[0].value.find("random weights"), std::string::npos) << texts[0].value;
+  EXPECT_EQ(nlohmann::json::parse(texts[1].value)["model"]["random_weights"], true);
+}
+
+}  // namespace
+}  // namespace sdt::test
