@@ -22,7 +22,7 @@ gpu=${gpu:-0}
 # Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
 for t in sdt_test_runtime sdt_test_kernels sdt_test_models; do
   [ -x "$bundle/bin/$t" ] || continue
-  SDT_TEST_DEVICE=$gpu timeout 300 "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
+  SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
   echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
 done
 

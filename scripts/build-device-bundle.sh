@@ -11,11 +11,13 @@ fixtures=${SDT_FIXTURES:-../shared/fixtures}
 bash scripts/setup.sh
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSDT_BUILD_UI=OFF -DSDT_BUILD_TESTS=ON \
   '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' >/dev/null
-targets=(sdturbo-cli)
-for t in sdturbo-bench sdt_test_kernels sdt_test_models sdt_test_runtime; do
-  if cmake --build build/device --target help | grep -q "^$t:"; then targets+=("$t"); fi
+cmake --build build/device -j "$(nproc)" --target sdturbo-cli sdturbo-bench
+targets=(sdturbo-cli sdturbo-bench)
+# The GPU correctness checks travel too when they build.
+for t in sdt_test_runtime sdt_test_kernels sdt_test_models; do
+  if cmake --build build/device -j "$(nproc)" --target "$t" >/dev/null 2>&1; then targets+=("$t"); else
+    echo "note: $t did not build; it stays behind"; fi
 done
-cmake --build build/device -j "$(nproc)" --target "${targets[@]}"
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/fixtures/sd-turbo-tiny"

@@ -1,0 +1,261 @@
+// sdturbo-bench: the whole pipeline and each stage on one device, warm medians and spread, achieved TFLOP/s
+// per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
+// for the GPU machine and for Windows. Prints a table; --json writes everything.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/log.hpp"
+#include "sdt/engine.hpp"
+#include "sdt/error.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+struct Spread {
+  double median = 0, min = 0, max = 0, p10 = 0, p90 = 0;
+};
+
+Spread spread(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * double(v.size() - 1) + 0.5)]; };
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  s.p10 = at(0.1);
+  s.p90 = at(0.9);
+  return s;
+}
+
+json to_json(const Spread& s) {
+  return {{"median_ms", s.median}, {"min_ms", s.min}, {"max_ms", s.max}, {"p10_ms", s.p10}, {"p90_ms", s.p90}};
+}
+
+// The stage a FLOP count belongs to, from the pipeline's stage labels.
+std::string stage_of(const std::string& label) {
+  if (label.rfind("unet", 0) == 0) return "unet";
+  if (label.rfind("text", 0) == 0) return "text_encoder";
+  if (label.rfind("vae decode", 0) == 0) return "vae_decode";
+  if (label.rfind("taesd decode", 0) == 0) return "taesd_decode";
+  if (label.rfind("vae encode", 0) == 0) return "vae_encode";
+  return "other";
+}
+
+struct Options {
+  std::string model = "random:sd-turbo";
+  std::string taesd;
+  std::string device;
+  std::string weights = "fp16";
+  std::string cache_dir;
+  std::string prompt = "a photo of a cat sitting on a windowsill, golden hour";
+  std::string json_path;
+  int width = 512, height = 512, steps = 1, warmup = 3, runs = 10;
+  bool cold = false, profile = false, verbose = false;
+  std::vector<std::string> decoders = {"full", "tiny"};
+};
+
+struct DecoderRun {
+  std::string decoder;
+  std::map<std::string, std::vector<double>> stage_ms;  // per stage, one entry per run
+  std::map<std::string, double> stage_flops;            // from the last run
+  std::uint64_t peak_bytes = 0;
+  std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
+};
+
+DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder) {
+  DecoderRun run;
+  run.decoder = decoder;
+  sdt::Request request;
+  request.width = o.width;
+  request.height = o.height;
+  request.steps = o.steps;
+  request.decoder = *sdt::parse_decoder(decoder);
+  for (int i = 0; i < o.warmup + o.runs; ++i) {
+    // A new prompt every run: the text encoder runs each time, as it does for a person typing prompts.
+    request.prompt = o.prompt + " (" + decoder + " #" + std::to_string(i) + ")";
+    request.seed = static_cast<std::uint64_t>(i);
+    const auto t0 = Clock::now();
+    const sdt::Result result = engine.generate(request);
+    const double host_ms = ms_since(t0);
+    if (i < o.warmup) continue;
+    const auto& t = result.timings;
+    double unet = 0;
+    for (double s : t.unet_step_ms) unet += s;
+    run.stage_ms["tokenize"].push_back(t.tokenize_ms);
+    run.stage_ms["text_encoder"].push_back(t.text_encoder_ms);
+    run.stage_ms["unet"].push_back(unet);
+    if (request.decoder != sdt::Decoder::Tiny) run.stage_ms["vae_decode"].push_back(t.vae_decode_ms);
+    if (request.decoder != sdt::Decoder::Full) run.stage_ms["taesd_decode"].push_back(t.taesd_decode_ms);
+    run.stage_ms["readback"].push_back(t.readback_ms);
+    run.stage_ms["end_to_end_host"].push_back(host_ms);
+    run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
+    run.stage_flops.clear();
+    for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;
+    for (const auto& k : result.kernel_profile) {
+      auto& entry = run.kernels[k.kernel];
+      entry.first += k.launches;
+      entry.second += k.total_ms;
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"sdturbo-bench: SD-Turbo pipeline benchmark on one OpenCL device"};
+  app.add_option("--model", o.model, "Model (default: SD-Turbo's exact architecture with random weights)")
+      ->capture_default_str();
+  app.add_option("--taesd", o.taesd, "TAESD weights");
+  app.add_option("--device", o.device, "OpenCL device: index or part of its name");
+  app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  app.add_option("--width", o.width)->capture_default_str();
+  app.add_option("--height", o.height)->capture_default_str();
+  app.add_option("--steps", o.steps)->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed runs first")->capture_default_str();
+  app.add_option("--runs", o.runs, "Timed runs")->capture_default_str();
+  app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")->capture_default_str();
+  app.add_option("--prompt", o.prompt)->capture_default_str();
+  app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache (default: the platform's)");
+  app.add_flag("--cold", o.cold, "Also measure cold starts: kernels from source, then from the binary cache");
+  app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
+  app.add_option("--json", o.json_path, "Write the results as JSON");
+  app.add_flag("-v,--verbose", o.verbose);
+  CLI11_PARSE(app, argc, argv);
+  sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
+
+  try {
+    sdt::EngineOptions eo;
+    eo.model = o.model;
+    eo.taesd = o.taesd;
+    eo.device = o.device;
+    eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
+    eo.profile_kernels = o.profile;
+    if (!o.cache_dir.empty()) eo.cache_dir = o.cache_dir;
+    json report;
+    report["model"] = o.model;
+    report["weights"] = o.weights;
+    report["size"] = {o.width, o.height};
+    report["steps"] = o.steps;
+    report["warmup"] = o.warmup;
+    report["runs"] = o.runs;
+    report["version"] = sdt::version();
+
+    sdt::Request first;
+    first.prompt = o.prompt;
+    first.width = o.width;
+    first.height = o.height;
+    first.steps = o.steps;
+    first.decoder = sdt::Decoder::Full;
+
+    auto start_engine = [&](const char* what) {
+      const auto t0 = Clock::now();
+      auto engine = std::make_unique<sdt::Engine>(eo);
+      const double open_ms = ms_since(t0);
+      const auto t1 = Clock::now();
+      engine->generate(first);
+      const double first_ms = ms_since(t1);
+      const auto& lt = engine->load_timings();
+      std::printf("%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
+                  "%8.1f ms, start to image %8.1f ms\n",
+                  what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
+                  lt.kernel_cache_misses, first_ms, open_ms + first_ms);
+      report["cold_start"][what] = {{"open_ms", open_ms},
+                                    {"model_load_ms", lt.model_load_ms},
+                                    {"upload_ms", lt.upload_ms},
+                                    {"kernel_build_ms", lt.kernel_build_ms},
+                                    {"kernel_cache_hits", lt.kernel_cache_hits},
+                                    {"kernel_cache_misses", lt.kernel_cache_misses},
+                                    {"first_image_ms", first_ms},
+                                    {"start_to_first_image_ms", open_ms + first_ms},
+                                    {"weight_bytes", lt.weight_bytes}};
+      return engine;
+    };
+
+    std::unique_ptr<sdt::Engine> engine;
+    if (o.cold) {
+      // A cache folder of our own, empty, so the first start builds every kernel from source.
+      const auto cold_dir = std::filesystem::temp_directory_path() /
+                            ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      const auto saved = eo.cache_dir;
+      eo.cache_dir = cold_dir;
+      start_engine("first start (kernels from source)");
+      engine = start_engine("second start (binary cache warm)");
+      std::error_code ec;
+      std::filesystem::remove_all(cold_dir, ec);
+      eo.cache_dir = saved;
+    } else {
+      engine = std::make_unique<sdt::Engine>(eo);
+    }
+    report["device"] = {{"name", engine->device().name},
+                        {"vendor", engine->device().vendor},
+                        {"driver", engine->device().driver_version},
+                        {"opencl", engine->device().opencl_version},
+                        {"platform", engine->device().platform_name},
+                        {"global_memory", engine->device().global_memory}};
+    report["model_summary"] = {{"name", engine->model().name}, {"layout", engine->model().layout},
+                               {"random_weights", engine->model().random_weights}};
+
+    std::printf("\n%s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
+                engine->device().name.c_str(), o.weights.c_str(), o.width, o.height, o.steps, o.runs, o.warmup);
+    std::printf("%-10s %-16s %10s %10s %10s %10s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
+                "TFLOP/s");
+    for (const auto& decoder : o.decoders) {
+      const DecoderRun run = bench_decoder(*engine, o, decoder);
+      json& dj = report["decoders"][decoder];
+      for (const auto& [stage, values] : run.stage_ms) {
+        const Spread s = spread(values);
+        dj["stages"][stage] = to_json(s);
+        double flops = 0;
+        if (auto it = run.stage_flops.find(stage); it != run.stage_flops.end()) flops = it->second;
+        if (flops > 0) {
+          dj["stages"][stage]["gflop"] = flops * 1e-9;
+          dj["stages"][stage]["tflops"] = s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0;
+        }
+        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median,
+                    s.min, s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
+      }
+      dj["peak_device_bytes"] = run.peak_bytes;
+      std::printf("%-10s %-16s %10.1f MiB\n", decoder.c_str(), "peak memory", double(run.peak_bytes) / (1 << 20));
+      if (o.profile && !run.kernels.empty()) {
+        std::vector<std::pair<std::string, std::pair<int, double>>> rows(run.kernels.begin(), run.kernels.end());
+        std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.second > b.second.second; });
+        double total = 0;
+        for (auto& r : rows) total += r.second.second;
+        std::printf("  per kernel (%s, per run):\n", decoder.c_str());
+        for (auto& [name, v] : rows) {
+          const double per_run = v.second / std::max(1, o.runs);
+          dj["kernels"][name] = {{"launches_per_run", double(v.first) / std::max(1, o.runs)},
+                                 {"ms_per_run", per_run}, {"share", total > 0 ? v.second / total : 0}};
+          std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
+                      double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
+        }
+      }
+    }
+    if (!o.json_path.empty()) {
+      std::ofstream(o.json_path) << report.dump(2) << "\n";
+      std::printf("wrote %s\n", o.json_path.c_str());
+    }
+    return 0;
+  } catch (const sdt::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.what());
+    return 1;
+  }
+}
