@@ -1,0 +1,114 @@
+// EngineWorker: the sdt::Engine's owner, living on its own QThread; EngineHost: its handle on the UI thread.
+//
+// The pattern of Qt's threaded examples (mandelbrot's RenderThread, the worker-object idiom of QThread's
+// documentation): the UI never calls the engine. It posts requests through queued signals (load, generate) and
+// receives results through queued signals (loaded, progress, image_ready, finished, failed). Every exception of
+// the engine is caught on the worker thread and turned into a Failure value; nothing throws across a slot.
+//
+// Cancel is the one exception to "only through queued signals": a queued cancel would wait behind the very
+// generation it should stop, so EngineHost::cancel() raises an atomic flag the engine checks between stages and
+// steps. Destroying the host cancels, stops the thread's event loop and joins it.
+#pragma once
+
+#include <QList>
+#include <QObject>
+#include <QThread>
+#include <atomic>
+#include <memory>
+
+#include "ui/types.hpp"
+
+namespace sdt::ui {
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+ public:
+  EngineWorker();
+  ~EngineWorker() override;
+
+  // Thread-safe. Cancels the running job if its id is <= up_to, and every queued job with such an id.
+  void cancel(quint64 up_to);
+  // Thread-safe. Stops a model that is opening (between weight uploads); used when the app closes.
+  void cancel_load();
+
+ public Q_SLOTS:
+  void list_devices();
+  void load(const sdt::ui::LoadRequest& request);
+  void generate(const sdt::ui::GenerationJob& job);
+
+ Q_SIGNALS:
+  void devices_listed(const QList<sdt::DeviceInfo>& devices);
+  void loading(const QString& what);
+  void loaded(const sdt::ui::EngineInfo& info);
+  void progress(const sdt::ui::ProgressInfo& info);
+  void image_ready(const sdt::ui::GeneratedImage& image);
+  // Every job ends with exactly one of finished() or failed() carrying its id; every load with loaded() or
+  // failed() with during_load set.
+  void finished(quint64 job_id, bool cancelled);
+  void failed(const sdt::ui::Failure& failure);
+
+ private:
+  bool open_engine(const LoadRequest& request, bool reload);
+  GeneratedImage package(const GenerationJob& job, int index, const sdt::Request& request,
+                         const sdt::Result& result) const;
+
+  std::unique_ptr<sdt::Engine> engine_;
+  LoadRequest last_load_;
+  bool have_load_request_ = false;
+  bool reload_needed_ = false;  // after a device failure: reopen before the next job
+  QString last_load_error_;
+  int generations_since_load_ = 0;
+  std::atomic<bool> cancel_flag_{false};
+  std::atomic<quint64> cancelled_up_to_{0};
+  std::atomic<bool> load_cancel_{false};  // raised once, at shutdown: no model opens after it
+};
+
+class EngineHost : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineHost(QObject* parent = nullptr);
+  ~EngineHost() override;
+
+  void list_devices();
+  void load(const LoadRequest& request);
+  // Queues a job; returns its id.
+  quint64 generate(const sdt::Request& request, int batch_count);
+  // Cancels the running job and every queued one (thread-safe flag, see the file comment).
+  void cancel();
+  // Cancels, stops the worker thread and waits for it. Idempotent; the destructor calls it.
+  void shutdown();
+
+  bool busy() const { return outstanding_ > 0; }
+  bool loading() const { return loads_outstanding_ > 0; }
+  QThread* thread_of_worker() { return &thread_; }
+
+ Q_SIGNALS:
+  void devices_listed(const QList<sdt::DeviceInfo>& devices);
+  void loading_started(const QString& what);
+  void loaded(const sdt::ui::EngineInfo& info);
+  void progress(const sdt::ui::ProgressInfo& info);
+  void image_ready(const sdt::ui::GeneratedImage& image);
+  void finished(quint64 job_id, bool cancelled);
+  void failed(const sdt::ui::Failure& failure);
+  void busy_changed(bool busy);
+
+  // To the worker (queued).
+  void request_devices();
+  void request_load(const sdt::ui::LoadRequest& request);
+  void request_generate(const sdt::ui::GenerationJob& job);
+
+ private:
+  void settle(int delta_jobs, int delta_loads);
+
+  QThread thread_;
+  EngineWorker* worker_ = nullptr;  // lives on thread_, deleted there when the thread finishes
+  quint64 next_job_id_ = 1;
+  int outstanding_ = 0;
+  int loads_outstanding_ = 0;
+  bool shut_down_ = false;
+};
+
+// Registers the types above with Qt's meta-type system (idempotent; EngineHost's constructor calls it).
+void register_meta_types();
+
+}  // namespace sdt::ui

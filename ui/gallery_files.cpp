@@ -1,0 +1,136 @@
+// Gallery file operations; see gallery_files.hpp.
+#include "ui/gallery_files.hpp"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QSaveFile>
+#include <QStandardPaths>
+#include <QUrl>
+
+#include "ui/logging.hpp"
+
+namespace sdt::ui {
+namespace {
+
+constexpr int kMaxNameAttempts = 10000;
+
+QString folder_problem(const QString& folder) {
+  const QFileInfo info(folder);
+  if (info.exists() && !info.isDir()) return QStringLiteral("%1 is a file, not a folder").arg(folder);
+  return QStringLiteral("the folder %1 could not be created").arg(folder);
+}
+
+// Writes through QSaveFile to `path`, which the caller owns (a reservation or the user's choice).
+QString write_atomically(const QString& path, const QByteArray& png) {
+  QSaveFile file(path);
+  // No direct-write fallback: a folder where a temporary file cannot be made must fail, not half-write.
+  file.setDirectWriteFallback(false);
+  if (!file.open(QIODevice::WriteOnly)) return file.errorString();
+  if (file.write(png) != png.size()) {
+    const QString error = file.errorString();
+    file.cancelWriting();
+    return error.isEmpty() ? QStringLiteral("short write") : error;
+  }
+  if (!file.commit()) return file.errorString();
+  return {};
+}
+
+}  // namespace
+
+QString gallery_file_stem(const QDateTime& when, quint64 seed, const QString& suffix) {
+  return QStringLiteral("sdturbo-%1-s%2%3").arg(when.toString(QStringLiteral("yyyyMMdd-HHmmss"))).arg(seed).arg(suffix);
+}
+
+SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QByteArray& png) {
+  SaveOutcome out;
+  if (png.isEmpty()) {
+    out.error = QStringLiteral("there is no encoded image to save");
+    return out;
+  }
+  if (!QDir().mkpath(folder)) {
+    out.error = QStringLiteral("Could not save to the gallery: %1.").arg(folder_problem(folder));
+    return out;
+  }
+  const QDir dir(folder);
+  for (int n = 1; n <= kMaxNameAttempts; ++n) {
+    const QString name = n == 1 ? stem + QStringLiteral(".png") : QStringLiteral("%1-%2.png").arg(stem).arg(n);
+    const QString path = dir.filePath(name);
+    QFile reservation(path);
+    if (!reservation.open(QIODevice::WriteOnly | QIODevice::NewOnly)) {
+      if (QFileInfo::exists(path)) continue;  // taken: try the next number
+      out.error =
+          QStringLiteral("Could not save %1: %2.").arg(QDir::toNativeSeparators(path), reservation.errorString());
+      return out;
+    }
+    reservation.close();
+    if (const QString error = write_atomically(path, png); !error.isEmpty()) {
+      QFile::remove(path);  // our empty reservation: nothing else was ever at this name
+      out.error = QStringLiteral("Could not save %1: %2.").arg(QDir::toNativeSeparators(path), error);
+      return out;
+    }
+    out.path = path;
+    return out;
+  }
+  out.error = QStringLiteral("Could not find a free file name for %1 in %2.").arg(stem, folder);
+  return out;
+}
+
+SaveOutcome save_png_as(const QString& path, const QByteArray& png) {
+  SaveOutcome out;
+  if (const QString error = write_atomically(path, png); !error.isEmpty())
+    out.error = QStringLiteral("Could not save %1: %2.").arg(QDir::toNativeSeparators(path), error);
+  else
+    out.path = path;
+  return out;
+}
+
+Removal remove_image(const QString& path, bool allow_permanent, QString* error) {
+  QFile file(path);
+  if (file.moveToTrash()) return Removal::Trashed;
+  if (!QFileInfo::exists(path)) return Removal::Deleted;  // already gone: what the user wanted
+  if (allow_permanent && QFile::remove(path)) return Removal::Deleted;
+  if (error)
+    *error = QStringLiteral("Could not delete %1: %2.").arg(QDir::toNativeSeparators(path), file.errorString());
+  return Removal::Failed;
+}
+
+void reveal_in_file_manager(const QString& path) {
+  const QString native = QDir::toNativeSeparators(path);
+#if defined(Q_OS_WIN)
+  if (QProcess::startDetached(QStringLiteral("explorer.exe"), {QStringLiteral("/select,") + native})) return;
+#elif defined(Q_OS_MACOS)
+  if (QProcess::startDetached(QStringLiteral("open"), {QStringLiteral("-R"), native})) return;
+#else
+  // The freedesktop FileManager1 interface selects the file in Nautilus, Dolphin, Nemo, Thunar, …; when no file
+  // manager answers, fall back to opening the folder. Asynchronous: the UI thread never waits for D-Bus.
+  const QString dbus_send = QStandardPaths::findExecutable(QStringLiteral("dbus-send"));
+  if (!dbus_send.isEmpty()) {
+    auto* process = new QProcess;
+    QObject::connect(process, &QProcess::finished, process, [process, path](int code, QProcess::ExitStatus status) {
+      if (code != 0 || status != QProcess::NormalExit)
+        QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(path).absolutePath()));
+      process->deleteLater();
+    });
+    QObject::connect(process, &QProcess::errorOccurred, process, [process, path](QProcess::ProcessError error) {
+      if (error == QProcess::FailedToStart) {
+        QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(path).absolutePath()));
+        process->deleteLater();
+      }
+    });
+    process->start(
+        dbus_send,
+        {QStringLiteral("--session"), QStringLiteral("--print-reply"),
+         QStringLiteral("--dest=org.freedesktop.FileManager1"), QStringLiteral("--type=method_call"),
+         QStringLiteral("/org/freedesktop/FileManager1"), QStringLiteral("org.freedesktop.FileManager1.ShowItems"),
+         QStringLiteral("array:string:") + QUrl::fromLocalFile(path).toString(), QStringLiteral("string:")});
+    return;
+  }
+#endif
+  ui_log()->info("revealing {} by opening its folder", native.toStdString());
+  QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(path).absolutePath()));
+}
+
+}  // namespace sdt::ui

@@ -1,0 +1,287 @@
+// The main window: layout, menus, settings and closing. The engine's events and saving are in
+// main_window_engine.cpp.
+#include "ui/main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDesktopServices>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QKeySequence>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QScrollArea>
+#include <QShortcut>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "ui/logging.hpp"
+
+namespace sdt::ui {
+
+MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent), settings_(settings) {
+  setObjectName(QStringLiteral("main_window"));
+  setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
+  host_ = new EngineHost(this);
+
+  // Left: the controls, scrollable on small screens.
+  controls_ = new ControlsPanel(settings_);
+  auto* controls_scroll = new QScrollArea;
+  controls_scroll->setWidget(controls_);
+  controls_scroll->setWidgetResizable(true);
+  controls_scroll->setFrameShape(QFrame::NoFrame);
+  controls_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  controls_scroll->setMinimumWidth(controls_->minimumSizeHint().width() + 16);
+
+  // Centre: messages, then the image or the comparison, then one line about the image.
+  error_bar_ = new MessageBar;
+  error_bar_->setObjectName(QStringLiteral("error_bar"));
+  model_notice_ = new MessageBar;
+  model_notice_->setObjectName(QStringLiteral("model_notice"));
+  device_notice_ = new MessageBar;
+  device_notice_->setObjectName(QStringLiteral("device_notice"));
+  image_view_ = new ImageView;
+  image_view_->setObjectName(QStringLiteral("image_view"));
+  image_view_->set_placeholder_text(
+      tr("Type a prompt and press Generate (Ctrl+Enter).\n\nWheel: zoom · drag: pan · "
+         "double-click: fit or zoom in"));
+  compare_view_ = new CompareView;
+  compare_view_->setObjectName(QStringLiteral("compare_view"));
+  center_stack_ = new QStackedWidget;
+  center_stack_->addWidget(image_view_);
+  center_stack_->addWidget(compare_view_);
+  image_info_ = new QLabel;
+  image_info_->setObjectName(QStringLiteral("image_info"));
+  image_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  image_info_->setWordWrap(true);
+  auto* center = new QWidget;
+  auto* center_layout = new QVBoxLayout(center);
+  center_layout->setContentsMargins(6, 6, 6, 6);
+  center_layout->addWidget(device_notice_);
+  center_layout->addWidget(model_notice_);
+  center_layout->addWidget(error_bar_);
+  center_layout->addWidget(center_stack_, 1);
+  center_layout->addWidget(image_info_);
+
+  auto* splitter = new QSplitter(Qt::Horizontal);
+  splitter->addWidget(controls_scroll);
+  splitter->addWidget(center);
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  setCentralWidget(splitter);
+
+  gallery_model_ = new GalleryModel(this);
+  build_docks();
+  build_menus();
+  controls_->set_model_menu(model_menu_);
+
+  status_device_ = new QLabel;
+  statusBar()->addPermanentWidget(status_device_);
+
+  connect(controls_, &ControlsPanel::generate_requested, this, &MainWindow::generate);
+  connect(controls_, &ControlsPanel::cancel_requested, this, &MainWindow::cancel);
+  connect(controls_, &ControlsPanel::device_chosen, settings_, &Settings::set_device);
+  for (const auto& keys : {QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)}) {
+    auto* shortcut = new QShortcut(keys, this);
+    connect(shortcut, &QShortcut::activated, this, [this] {
+      if (!host_->busy() || host_->loading()) generate();
+    });
+  }
+  auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  connect(escape, &QShortcut::activated, this, &MainWindow::cancel);
+
+  connect(settings_, &Settings::changed, this, &MainWindow::on_settings_changed);
+  reload_timer_.setSingleShot(true);
+  reload_timer_.setInterval(0);
+  connect(&reload_timer_, &QTimer::timeout, this, &MainWindow::reload_engine);
+
+  connect(gallery_, &GalleryPanel::image_selected, this, &MainWindow::on_gallery_image);
+  connect(gallery_, &GalleryPanel::use_settings_requested, controls_, &ControlsPanel::apply);
+  connect(gallery_, &GalleryPanel::message, this,
+          [this](MessageBar::Level level, const QString& text) { error_bar_->show_message(level, text); });
+
+  connect_engine();
+
+  if (!restoreGeometry(settings_->window_geometry())) resize(1440, 900);
+  restoreState(settings_->window_state());
+
+  gallery_model_->set_folder(settings_->gallery_folder());
+  host_->list_devices();
+  reload_engine();
+  controls_->prompt_edit()->setFocus(Qt::OtherFocusReason);
+  update_window_title();
+}
+
+MainWindow::~MainWindow() {
+  // Join the engine thread before the widgets its queued signals would reach go away.
+  host_->shutdown();
+}
+
+void MainWindow::build_docks() {
+  gallery_ = new GalleryPanel(gallery_model_);
+  gallery_->setObjectName(QStringLiteral("gallery_panel"));
+  gallery_dock_ = new QDockWidget(tr("Gallery"), this);
+  gallery_dock_->setObjectName(QStringLiteral("gallery_dock"));
+  gallery_dock_->setWidget(gallery_);
+  addDockWidget(Qt::RightDockWidgetArea, gallery_dock_);
+
+  timings_ = new TimingPanel;
+  timings_->setObjectName(QStringLiteral("timing_panel"));
+  timings_dock_ = new QDockWidget(tr("Timings"), this);
+  timings_dock_->setObjectName(QStringLiteral("timings_dock"));
+  timings_dock_->setWidget(timings_);
+  addDockWidget(Qt::RightDockWidgetArea, timings_dock_);
+  resizeDocks({gallery_dock_, timings_dock_}, {440, 440}, Qt::Horizontal);
+  resizeDocks({gallery_dock_, timings_dock_}, {430, 470}, Qt::Vertical);
+
+  log_panel_ = new LogPanel;
+  log_dock_ = new QDockWidget(tr("Log"), this);
+  log_dock_->setObjectName(QStringLiteral("log_dock"));
+  log_dock_->setWidget(log_panel_);
+  addDockWidget(Qt::BottomDockWidgetArea, log_dock_);
+  log_dock_->hide();
+}
+
+void MainWindow::build_menus() {
+  auto* file = menuBar()->addMenu(tr("&File"));
+  save_as_action_ = file->addAction(tr("&Save Image As…"), QKeySequence::SaveAs, this, &MainWindow::save_image_as);
+  save_as_action_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_S), QKeySequence::SaveAs});
+  save_as_action_->setEnabled(false);
+  file->addSeparator();
+  autosave_action_ = file->addAction(tr("Save Every Image to the &Gallery"));
+  autosave_action_->setCheckable(true);
+  autosave_action_->setChecked(settings_->autosave());
+  connect(autosave_action_, &QAction::toggled, settings_, &Settings::set_autosave);
+  file->addAction(tr("Choose Gallery &Folder…"), this, &MainWindow::choose_gallery_folder);
+  file->addAction(tr("&Open Gallery Folder"), this, [this] {
+    QDir().mkpath(settings_->gallery_folder());
+    QDesktopServices::openUrl(QUrl::fromLocalFile(settings_->gallery_folder()));
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  model_menu_ = menuBar()->addMenu(tr("&Model"));
+  model_menu_->addAction(tr("Open Model &Folder…"), this, &MainWindow::choose_model_folder)
+      ->setToolTip(tr("A diffusers folder (model_index.json, unet/, vae/, text_encoder/, tokenizer/)"));
+  model_menu_->addAction(tr("Open Model Fi&le…"), this, &MainWindow::choose_model_file)
+      ->setToolTip(tr("A single-file checkpoint such as sd_turbo.safetensors"));
+  recent_menu_ = model_menu_->addMenu(tr("&Recent Models"));
+  model_menu_->addAction(tr("&Embedded Random Model (noise, for testing)"), this, [this] { settings_->set_model({}); });
+  model_menu_->addSeparator();
+  model_menu_->addAction(tr("Choose &TAESD Folder…"), this, [this] { choose_taesd(true); });
+  model_menu_->addAction(tr("Choose TAESD File (taesd_decoder.safetensors)…"), this, [this] { choose_taesd(false); });
+  model_menu_->addAction(tr("Use the TAESD &Next to the Model"), this, [this] { settings_->set_taesd({}); });
+  model_menu_->addSeparator();
+  model_menu_->addAction(tr("&Reload"), this, &MainWindow::reload_engine);
+  model_menu_->addAction(tr("&Get SD-Turbo (Hugging Face)…"), this,
+                         [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
+  model_menu_->setToolTipsVisible(true);
+  rebuild_recent_menu();
+
+  auto* view = menuBar()->addMenu(tr("&View"));
+  view->addAction(gallery_dock_->toggleViewAction());
+  view->addAction(timings_dock_->toggleViewAction());
+  auto* log_toggle = log_dock_->toggleViewAction();
+  log_toggle->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+  view->addAction(log_toggle);
+  view->addSeparator();
+  view->addAction(tr("&Fit Image"), QKeySequence(Qt::CTRL | Qt::Key_0), this, [this] {
+    image_view_->fit_to_window();
+    compare_view_->vae_view()->fit_to_window();
+  });
+  view->addAction(tr("&Actual Size"), QKeySequence(Qt::CTRL | Qt::Key_1), this, [this] {
+    image_view_->actual_size();
+    compare_view_->vae_view()->actual_size();
+  });
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Show &Log"), this, [this] {
+    log_dock_->show();
+    log_dock_->raise();
+  });
+  help->addAction(tr("Open Log &Folder"), this, [] {
+    const QString log_file = log_file_path();
+    QDesktopServices::openUrl(
+        QUrl::fromLocalFile(log_file.isEmpty() ? Settings::log_folder() : QFileInfo(log_file).absolutePath()));
+  });
+  help->addAction(tr("&Get SD-Turbo…"), this,
+                  [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
+  help->addSeparator();
+  help->addAction(tr("&About SD-Turbo Studio"), this, [this] {
+    QMessageBox::about(
+        this, tr("About SD-Turbo Studio"),
+        tr("<h3>SD-Turbo Studio %1</h3><p>Stable Diffusion Turbo on your GPU through OpenCL: one "
+           "step from a prompt to a 512×512 image.</p><p>Log file: %2</p>")
+            .arg(QString::fromLatin1(sdt::version()), QDir::toNativeSeparators(log_file_path()).toHtmlEscaped()));
+  });
+}
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  const QStringList recent = settings_->recent_models();
+  for (const QString& path : recent)
+    recent_menu_->addAction(QDir::toNativeSeparators(path), this, [this, path] { settings_->set_model(path); });
+  recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::choose_model_folder() {
+  const QString start = settings_->model().isEmpty() ? QDir::homePath() : settings_->model();
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Open a diffusers model folder"), start);
+  if (!folder.isEmpty()) settings_->set_model(folder);
+}
+
+void MainWindow::choose_model_file() {
+  const QString start = settings_->model().isEmpty() ? QDir::homePath() : QFileInfo(settings_->model()).absolutePath();
+  const QString file = QFileDialog::getOpenFileName(this, tr("Open a checkpoint"), start,
+                                                    tr("Safetensors checkpoints (*.safetensors);;All files (*)"));
+  if (!file.isEmpty()) settings_->set_model(file);
+}
+
+void MainWindow::choose_taesd(bool folder) {
+  const QString start = settings_->taesd().isEmpty() ? QDir::homePath() : settings_->taesd();
+  const QString path = folder
+                           ? QFileDialog::getExistingDirectory(this, tr("Open a TAESD folder (AutoencoderTiny)"), start)
+                           : QFileDialog::getOpenFileName(this, tr("Open taesd_decoder.safetensors"), start,
+                                                          tr("Safetensors (*.safetensors);;All files (*)"));
+  if (!path.isEmpty()) settings_->set_taesd(path);
+}
+
+void MainWindow::choose_gallery_folder() {
+  const QString folder =
+      QFileDialog::getExistingDirectory(this, tr("Choose the gallery folder"), settings_->gallery_folder());
+  if (!folder.isEmpty()) settings_->set_gallery_folder(folder);
+}
+
+void MainWindow::on_settings_changed(const QString& key) {
+  if (key == QLatin1String(keys::kModel) || key == QLatin1String(keys::kTaesd) || key == QLatin1String(keys::kDevice)) {
+    rebuild_recent_menu();
+    reload_timer_.start();
+  } else if (key == QLatin1String(keys::kGalleryFolder)) {
+    gallery_model_->set_folder(settings_->gallery_folder());
+  } else if (key == QLatin1String(keys::kAutosave)) {
+    autosave_action_->setChecked(settings_->autosave());
+  }
+}
+
+void MainWindow::update_window_title() {
+  // Qt appends the application's display name ("SD-Turbo Studio") itself.
+  setWindowTitle(engine_info_ ? QString::fromStdString(engine_info_->model.name) : QString());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  closing_ = true;
+  settings_->set_window_geometry(saveGeometry());
+  settings_->set_window_state(saveState());
+  settings_->sync();
+  if (host_->busy()) statusBar()->showMessage(tr("Stopping the engine…"));
+  // Cancel and join: a running generation stops at its next stage or step.
+  host_->shutdown();
+  event->accept();
+}
+
+}  // namespace sdt::ui

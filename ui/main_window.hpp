@@ -1,0 +1,127 @@
+// MainWindow: the desktop app's window. Controls on the left, the image (or the decoder comparison) in the centre
+// with the messages that matter above it, the gallery and the timings on the right, the log below when asked for.
+//
+// It owns the EngineHost (the engine on its worker thread) and reacts to its signals; it never waits for the
+// engine. Generating while a model is still opening is allowed: the worker runs requests in order, so the job
+// starts as soon as the model is resident.
+#pragma once
+
+#include <QDockWidget>
+#include <QLabel>
+#include <QMainWindow>
+#include <QStackedWidget>
+#include <QStringList>
+#include <QTimer>
+#include <optional>
+
+#include "ui/compare_view.hpp"
+#include "ui/controls_panel.hpp"
+#include "ui/engine_worker.hpp"
+#include "ui/gallery_model.hpp"
+#include "ui/gallery_panel.hpp"
+#include "ui/image_view.hpp"
+#include "ui/log_panel.hpp"
+#include "ui/message_bar.hpp"
+#include "ui/settings.hpp"
+#include "ui/timing_panel.hpp"
+
+namespace sdt::ui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  static constexpr char kSdTurboUrl[] = "https://huggingface.co/stabilityai/sd-turbo";
+
+  // `settings` must outlive the window. The window lists devices and opens the configured model at once.
+  explicit MainWindow(Settings* settings, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ControlsPanel* controls() const { return controls_; }
+  ImageView* image_view() const { return image_view_; }
+  CompareView* compare_view() const { return compare_view_; }
+  bool comparing() const { return center_stack_->currentWidget() == compare_view_; }
+  TimingPanel* timing_panel() const { return timings_; }
+  GalleryPanel* gallery_panel() const { return gallery_; }
+  GalleryModel* gallery_model() const { return gallery_model_; }
+  MessageBar* error_bar() const { return error_bar_; }
+  MessageBar* model_notice() const { return model_notice_; }
+  MessageBar* device_notice() const { return device_notice_; }
+  EngineHost* engine_host() const { return host_; }
+  QLabel* image_info() const { return image_info_; }
+  const std::optional<GeneratedImage>& last_image() const { return last_image_; }
+  const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
+  QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
+
+ public Q_SLOTS:
+  void generate();
+  void cancel();
+  void reload_engine();
+  void save_image_as();
+
+ Q_SIGNALS:
+  void engine_ready(const sdt::ui::EngineInfo& info);
+  void image_shown(const sdt::ui::GeneratedImage& image);
+  void generation_ended(bool cancelled);
+  void generation_failed(const QString& message);
+  void image_saved(const QString& path);
+  void save_failed(const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_menus();
+  void build_docks();
+  void connect_engine();
+  void on_loaded(const EngineInfo& info);
+  void on_image(const GeneratedImage& image);
+  void on_failed(const Failure& failure);
+  void on_finished(quint64 job_id, bool cancelled);
+  void on_settings_changed(const QString& key);
+  void on_gallery_image(const QString& path, const QImage& image, const ImageParameters& parameters);
+  void save_to_gallery(const GeneratedImage& image);
+  void show_error(const QString& title, const QString& message, const QString& hint = {},
+                  const QString& action_text = {}, std::function<void()> action = {});
+  void update_model_notice();
+  void update_device_notice();
+  void update_window_title();
+  void choose_model_folder();
+  void choose_model_file();
+  void choose_taesd(bool folder);
+  void choose_gallery_folder();
+  void rebuild_recent_menu();
+
+  Settings* settings_ = nullptr;
+  EngineHost* host_ = nullptr;
+  ControlsPanel* controls_ = nullptr;
+  QStackedWidget* center_stack_ = nullptr;
+  ImageView* image_view_ = nullptr;
+  CompareView* compare_view_ = nullptr;
+  QLabel* image_info_ = nullptr;
+  MessageBar* error_bar_ = nullptr;
+  MessageBar* model_notice_ = nullptr;
+  MessageBar* device_notice_ = nullptr;
+  TimingPanel* timings_ = nullptr;
+  GalleryModel* gallery_model_ = nullptr;
+  GalleryPanel* gallery_ = nullptr;
+  LogPanel* log_panel_ = nullptr;
+  QDockWidget* gallery_dock_ = nullptr;
+  QDockWidget* timings_dock_ = nullptr;
+  QDockWidget* log_dock_ = nullptr;
+  QMenu* model_menu_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QAction* autosave_action_ = nullptr;
+  QAction* save_as_action_ = nullptr;
+  QLabel* status_device_ = nullptr;
+  QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
+
+  std::optional<EngineInfo> engine_info_;
+  std::optional<GeneratedImage> last_image_;
+  QStringList saved_paths_;
+  QString auto_selected_;  // selected in the gallery by the window after saving, not by the user
+  QString load_error_;
+  quint64 running_job_ = 0;
+  bool closing_ = false;
+};
+
+}  // namespace sdt::ui

@@ -1,0 +1,112 @@
+// Settings: every persistent choice of the app, typed, with defaults, behind one class (the habit of qView's
+// settings manager). Values live in QSettings; a setter writes through and emits changed(key) when the value
+// really changed. Command-line options (--model, --taesd, --gallery, --device) are overrides for one run: read
+// first, never written, and dropped as soon as the user picks a value in the window.
+#pragma once
+
+#include <QByteArray>
+#include <QHash>
+#include <QObject>
+#include <QSettings>
+#include <QSize>
+#include <QString>
+#include <QStringList>
+#include <QVariant>
+#include <memory>
+
+namespace sdt::ui {
+
+namespace keys {
+inline constexpr char kModel[] = "model/path";
+inline constexpr char kTaesd[] = "model/taesd";
+inline constexpr char kRecentModels[] = "model/recent";
+inline constexpr char kDevice[] = "device/selector";
+inline constexpr char kCacheDir[] = "device/kernel_cache";
+inline constexpr char kGalleryFolder[] = "gallery/folder";
+inline constexpr char kAutosave[] = "gallery/autosave";
+inline constexpr char kPrompt[] = "generation/prompt";
+inline constexpr char kSteps[] = "generation/steps";
+inline constexpr char kWidth[] = "generation/width";
+inline constexpr char kHeight[] = "generation/height";
+inline constexpr char kBatch[] = "generation/batch";
+inline constexpr char kRandomSeed[] = "generation/random_seed";
+inline constexpr char kSeed[] = "generation/seed";
+inline constexpr char kFastVae[] = "generation/fast_vae";
+inline constexpr char kCompare[] = "generation/compare";
+inline constexpr char kGeometry[] = "window/geometry";
+inline constexpr char kWindowState[] = "window/state";
+}  // namespace keys
+
+class Settings : public QObject {
+  Q_OBJECT
+ public:
+  static constexpr int kMinSide = 64;
+  static constexpr int kMaxSide = 2048;
+  static constexpr int kMaxBatch = 64;
+  static constexpr int kMaxRecentModels = 8;
+
+  // The application's settings (QCoreApplication's organisation and application names, native format).
+  explicit Settings(QObject* parent = nullptr);
+  // Settings kept in one INI file.
+  Settings(const QString& ini_file, QObject* parent);
+  ~Settings() override;
+
+  // A value for this run only (not persisted); an invalid QVariant removes the override.
+  void set_override(const QString& key, const QVariant& value);
+  bool has_override(const QString& key) const { return overrides_.contains(key); }
+
+  QString model() const;  // "" means the embedded random default
+  void set_model(const QString& path);
+  QString taesd() const;
+  void set_taesd(const QString& path);
+  QStringList recent_models() const;
+  QString device() const;  // selector; "" means the first GPU, else the first device
+  void set_device(const QString& selector);
+  QString kernel_cache_dir() const;  // "" means the engine's default
+
+  QString gallery_folder() const;
+  void set_gallery_folder(const QString& folder);
+  bool autosave() const;
+  void set_autosave(bool on);
+
+  QString prompt() const;
+  void set_prompt(const QString& prompt);
+  int steps() const;  // 1..4
+  void set_steps(int steps);
+  QSize image_size() const;  // multiples of 64
+  void set_image_size(QSize size);
+  int batch_count() const;
+  void set_batch_count(int count);
+  bool random_seed() const;
+  void set_random_seed(bool on);
+  quint64 seed() const;
+  void set_seed(quint64 seed);
+  bool fast_vae() const;
+  void set_fast_vae(bool on);
+  bool compare() const;
+  void set_compare(bool on);
+
+  QByteArray window_geometry() const;
+  void set_window_geometry(const QByteArray& geometry);
+  QByteArray window_state() const;
+  void set_window_state(const QByteArray& state);
+
+  void sync();
+  QString file_name() const;
+
+  static QString default_gallery_folder();  // <Pictures>/SD-Turbo Studio
+  static QString log_folder();              // <app data>/logs
+  static int snap_side(int side);           // to a multiple of 64 within [kMinSide, kMaxSide]
+
+ Q_SIGNALS:
+  void changed(const QString& key);
+
+ private:
+  QVariant value(const char* key, const QVariant& fallback) const;
+  void store(const char* key, const QVariant& value);
+
+  std::unique_ptr<QSettings> settings_;
+  QHash<QString, QVariant> overrides_;
+};
+
+}  // namespace sdt::ui
