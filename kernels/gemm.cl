@@ -15,9 +15,15 @@
 // time in local memory: the 2.4 GB im2col matrix of a 512^2 VAE layer never exists.
 //
 // Tiling: a work-group computes a GEMM_TM x GEMM_TN tile of C with (GEMM_TM/GEMM_WM) x (GEMM_TN/GEMM_WN)
-// work-items, each holding a GEMM_WM x GEMM_WN register tile (rows and columns strided by the thread grid, so
-// local reads are conflict-free and stores coalesce). K advances GEMM_TK at a time through local memory.
-// The fast work-item dimension (0) runs along C's contiguous axis: n in mode 0, m in modes 1 and 2.
+// work-items, each holding a GEMM_WM x GEMM_WN register tile; K advances GEMM_TK at a time through local
+// memory. Along C's contiguous axis (n in mode 0, m in modes 1 and 2: the "fast" axis, work-item dimension 0)
+// each work-item owns FW consecutive outputs held as one floatFW vector, so the inner loop is one vector load
+// from local memory, SW scalar loads and SW vector multiply-adds: explicit SIMD on CPUs (PoCL vectorises
+// nothing across work-items here) and 128-bit local loads on GPUs. FW and SW must be 2, 4, 8 or 16.
+// Split-K: with partial != null, work-group z sums only k in [z*k_chunk, (z+1)*k_chunk) and stores its raw sums
+// in partial[z][M*N] (C's layout without offset or stride); gemm_splitk_reduce then adds the slices in a fixed
+// order (results are the same on every run) and applies bias, activation and residual. The host splits K when
+// the M x N tiles alone are too few to fill the device (the text encoder's 77 rows, the UNet's 8x8 maps).
 // Bounds are checked everywhere: any M, N, K works (conv_out's N = 3, conv_in's K = 36). Indices are int: the
 // host rejects tensors of 2^31 elements or more.
 
@@ -36,6 +42,9 @@
 #ifndef GEMM_WN
 #define GEMM_WN 4
 #endif
+#ifndef GEMM_PAD
+#define GEMM_PAD 4  // local rows padded by this many floats (a multiple of 4 keeps vector loads aligned)
+#endif
 #ifndef A_MODE
 #define A_MODE 0
 #endif
@@ -53,6 +62,24 @@
 #if NT % GEMM_TK != 0 || NT % GEMM_TM != 0
 #error "the work-group size must be a multiple of GEMM_TK and GEMM_TM (each work-item loads fixed rows)"
 #endif
+
+#if A_MODE == 0
+#define FW GEMM_WN  // fast axis n
+#define SW GEMM_WM
+#define LOCAL_SIZE_X RTN
+#define LOCAL_SIZE_Y RTM
+#else
+#define FW GEMM_WM  // fast axis m
+#define SW GEMM_WN
+#define LOCAL_SIZE_X RTM
+#define LOCAL_SIZE_Y RTN
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define VEC CAT(float, FW)
+#define VLOAD CAT(vload, FW)
+#define VSTORE CAT(vstore, FW)
 
 #if WEIGHT_HALF
 #define W_T half
@@ -81,37 +108,30 @@ inline float apply_act(float v, int act) {
   return v;
 }
 
-#if A_MODE == 0
-#define LOCAL_SIZE_X RTN
-#define LOCAL_SIZE_Y RTM
-#else
-#define LOCAL_SIZE_X RTM
-#define LOCAL_SIZE_Y RTN
-#endif
-
 // A: see A_MODE; B: [N, K] weight; bias: [N] or null; residual: C's shape or null; C: the output.
 // a_off/lda, b_off/ldb, c_off/ldc: element offset and row stride of A, B and C (heads inside a wider
 // [T, heads*D] tensor; plain layers pass 0 and K, K, N; the residual shares C's layout). a_off/lda and
 // c_off/ldc apply to mode 0 only; b_off/ldb to every mode (convolutions pass 0 and K).
 // in_h, in_w, out_w, stride, pad_top, pad_left, upsample: conv geometry (mode 2 only; in_h/in_w are the stored
-// map's size, before the virtual upsampling).
+// map's size, before the virtual upsampling). k_chunk: the K range of one split (a multiple of GEMM_TK, >= K
+// without splitting); partial: the split-K workspace [splits, M*N] or null.
+// global (fast tiles * LOCAL_SIZE_X, slow tiles * LOCAL_SIZE_Y, splits).
 __kernel __attribute__((reqd_work_group_size(LOCAL_SIZE_X, LOCAL_SIZE_Y, 1))) void gemm(
     const int M, const int N, const int K, __global const float* restrict A, __global const W_T* restrict B,
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
-    const int in_h, const int in_w, const int out_w, const int stride, const int pad_top,
-    const int pad_left, const int upsample) {
-  __local float As[GEMM_TK][GEMM_TM + 1];  // +1: column stores of K-contiguous loads stay conflict-free
-  __local float Bs[GEMM_TK][GEMM_TN + 1];
+    const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
+    const int upsample, const int k_chunk, __global float* restrict partial) {
+  __local float As[GEMM_TK][GEMM_TM + GEMM_PAD];
+  __local float Bs[GEMM_TK][GEMM_TN + GEMM_PAD];
 
+  const int tf = get_local_id(0), ts = get_local_id(1);  // fast and slow work-item coordinates
 #if A_MODE == 0
-  const int tn = get_local_id(0), tm = get_local_id(1);
   const int n0 = get_group_id(0) * GEMM_TN, m0 = get_group_id(1) * GEMM_TM;
-  const int tid = tm * RTN + tn;
+  const int tid = ts * RTN + tf;
 #else
-  const int tm = get_local_id(0), tn = get_local_id(1);
   const int m0 = get_group_id(0) * GEMM_TM, n0 = get_group_id(1) * GEMM_TN;
-  const int tid = tn * RTM + tm;
+  const int tid = ts * RTM + tf;
 #endif
 
   // Each work-item loads fixed rows of the A and B tiles; their row coordinates are computed once.
@@ -133,25 +153,27 @@ __kernel __attribute__((reqd_work_group_size(LOCAL_SIZE_X, LOCAL_SIZE_Y, 1))) vo
   const int b_k = tid % GEMM_TK;
   const int b_n = tid / GEMM_TK;
 
-  float acc[GEMM_WM][GEMM_WN];
-  for (int i = 0; i < GEMM_WM; ++i)
-    for (int j = 0; j < GEMM_WN; ++j) acc[i][j] = 0.0f;
+  VEC acc[SW];
+  for (int i = 0; i < SW; ++i) acc[i] = (VEC)(0.0f);
 
-  for (int k0 = 0; k0 < K; k0 += GEMM_TK) {
+  const int split = get_group_id(2);
+  const int k_begin = split * k_chunk;
+  const int k_stop = min(K, k_begin + k_chunk);
+  for (int k0 = k_begin; k0 < k_stop; k0 += GEMM_TK) {
     // ---- A tile -> As[k][m]
 #if A_MODE == 0
     {
       const int k = k0 + a_k;
       for (int ml = a_m; ml < GEMM_TM; ml += NT / GEMM_TK) {
         const int m = m0 + ml;
-        As[a_k][ml] = (m < M && k < K) ? A[a_off + m * lda + k] : 0.0f;
+        As[a_k][ml] = (m < M && k < k_stop) ? A[a_off + m * lda + k] : 0.0f;
       }
     }
 #else
     for (int kl = a_k; kl < GEMM_TK; kl += NT / GEMM_TM) {
       const int k = k0 + kl;
       float v = 0.0f;
-      if (m_ok && k < K) {
+      if (m_ok && k < k_stop) {
 #if A_MODE == 1
         v = A[k * M + m_a];
 #else
@@ -171,38 +193,75 @@ __kernel __attribute__((reqd_work_group_size(LOCAL_SIZE_X, LOCAL_SIZE_Y, 1))) vo
       const int k = k0 + b_k;
       for (int nl = b_n; nl < GEMM_TN; nl += NT / GEMM_TK) {
         const int n = n0 + nl;
-        Bs[b_k][nl] = (n < N && k < K) ? LOAD_W(B, b_off + n * ldb + k) : 0.0f;
+        Bs[b_k][nl] = (n < N && k < k_stop) ? LOAD_W(B, b_off + n * ldb + k) : 0.0f;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-#pragma unroll 4
     for (int kk = 0; kk < GEMM_TK; ++kk) {
-      float a[GEMM_WM], b[GEMM_WN];
-      for (int i = 0; i < GEMM_WM; ++i) a[i] = As[kk][tm + i * RTM];
-      for (int j = 0; j < GEMM_WN; ++j) b[j] = Bs[kk][tn + j * RTN];
-      for (int i = 0; i < GEMM_WM; ++i)
-        for (int j = 0; j < GEMM_WN; ++j) acc[i][j] += a[i] * b[j];
+#if A_MODE == 0
+      const VEC f = VLOAD(0, &Bs[kk][tf * FW]);
+      for (int i = 0; i < SW; ++i) acc[i] += As[kk][ts * SW + i] * f;
+#else
+      const VEC f = VLOAD(0, &As[kk][tf * FW]);
+      for (int j = 0; j < SW; ++j) acc[j] += Bs[kk][ts * SW + j] * f;
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  // ---- epilogue: bias, activation, residual
-  for (int j = 0; j < GEMM_WN; ++j) {
-    const int n = n0 + tn + j * RTN;
-    if (n >= N) continue;
-    const float bn = bias ? LOAD_BIAS(bias, n) : 0.0f;
-    for (int i = 0; i < GEMM_WM; ++i) {
-      const int m = m0 + tm + i * RTM;
-      if (m >= M) continue;
+  // ---- epilogue: bias, activation, residual. Slow index s, fast indices f0 .. f0 + FW - 1.
+  const int f0 = (A_MODE == 0 ? n0 : m0) + tf * FW;
+  const int f_end = A_MODE == 0 ? N : M;
+  for (int s = 0; s < SW; ++s) {
+    const int slow = (A_MODE == 0 ? m0 : n0) + ts * SW + s;
+    if (slow >= (A_MODE == 0 ? M : N) || f0 >= f_end) continue;
+    float out[FW];
+    VSTORE(acc[s], 0, out);
+    if (partial) {  // split-K: raw sums, C's layout without offset or stride
+      __global float* slice = partial + split * (M * N) + slow * (A_MODE == 0 ? N : M);
+      for (int f = 0; f < FW && f0 + f < f_end; ++f) slice[f0 + f] = out[f];
+      continue;
+    }
 #if A_MODE == 0
-      const int idx = c_off + m * ldc + n;
+    const int row = c_off + slow * ldc;  // C[m, n] at row + n
 #else
-      const int idx = n * M + m;
+    const int row = slow * M;            // C[n, m] at row + m
+    const float bn = bias ? LOAD_BIAS(bias, slow) : 0.0f;
 #endif
-      float v = apply_act(acc[i][j] + bn, act);
-      if (residual) v += residual[idx];
-      C[idx] = v;
+    for (int f = 0; f < FW; ++f) {
+      const int fi = f0 + f;
+      if (fi >= f_end) break;
+#if A_MODE == 0
+      const float b = bias ? LOAD_BIAS(bias, fi) : 0.0f;
+#else
+      const float b = bn;
+#endif
+      float v = apply_act(out[f] + b, act);
+      if (residual) v += residual[row + fi];
+      C[row + fi] = v;
     }
   }
+}
+
+// Sums the split-K slices in order and finishes as gemm's epilogue does.   partial: [splits, M*N] in C's layout
+// without offset or stride. global (round_up(M*N, ls)).
+__kernel void gemm_splitk_reduce(const int M, const int N, const int splits, __global const float* restrict partial,
+                                 __global const BIAS_T* restrict bias, __global const float* restrict residual,
+                                 __global float* restrict C, const int act, const int c_off, const int ldc) {
+  const int p = get_global_id(0);
+  if (p >= M * N) return;
+  float v = 0.0f;
+  for (int s = 0; s < splits; ++s) v += partial[s * (M * N) + p];
+#if A_MODE == 0
+  const int m = p / N, n = p - m * N;
+  const int idx = c_off + m * ldc + n;
+#else
+  const int n = p / M;
+  const int idx = p;
+#endif
+  if (bias) v += LOAD_BIAS(bias, n);
+  v = apply_act(v, act);
+  if (residual) v += residual[idx];
+  C[idx] = v;
 }

@@ -12,15 +12,18 @@ constexpr float kLatentClamp = 3.0f;  // DecoderTiny: tanh(x / 3) · 3
 
 void check_lengths(const std::vector<int>& channels, const std::vector<int>& blocks, const char* what) {
   if (channels.empty() || channels.size() != blocks.size())
-    throw Error(ErrorKind::BadModel,
-                std::string("taesd: ") + what + " block_out_channels and num_blocks must have the same, non-zero length",
-                "check taesd/config.json");
+    throw Error(
+        ErrorKind::BadModel,
+        std::string("taesd: ") + what + " block_out_channels and num_blocks must have the same, non-zero length",
+        "check taesd/config.json");
 }
 
 }  // namespace
 
 TaesdBlock::TaesdBlock(const nn::WeightScope& scope, std::int64_t in, std::int64_t out)
-    : conv_0_(scope["conv"][0], in, out, 3), conv_2_(scope["conv"][2], out, out, 3), conv_4_(scope["conv"][4], out, out, 3) {
+    : conv_0_(scope["conv"][0], in, out, 3),
+      conv_2_(scope["conv"][2], out, out, 3),
+      conv_4_(scope["conv"][4], out, out, 3) {
   if (in != out) skip_.emplace(scope["skip"], in, out, 1, 1, 0, /*bias=*/false);
 }
 
@@ -83,8 +86,10 @@ TaesdEncoder::TaesdEncoder(const nn::WeightScope& scope, const io::TaesdConfig& 
   const int n = static_cast<int>(channels.size());
   for (int i = 0; i < n; ++i) {
     const std::int64_t C = channels[i];
-    if (i == 0) layers_.emplace_back(nn::Conv2d(layers[index++], c.in_channels, C, 3));
-    else layers_.emplace_back(nn::Conv2d(layers[index++], C, C, 3, 2, 1, /*bias=*/false));
+    if (i == 0)
+      layers_.emplace_back(nn::Conv2d(layers[index++], c.in_channels, C, 3));
+    else
+      layers_.emplace_back(nn::Conv2d(layers[index++], C, C, 3, 2, 1, /*bias=*/false));
     for (int b = 0; b < c.num_encoder_blocks[i]; ++b) layers_.emplace_back(TaesdBlock(layers[index++], C, C));
   }
   layers_.emplace_back(nn::Conv2d(layers[index++], channels.back(), c.latent_channels, 3));
@@ -95,8 +100,10 @@ nn::Tensor TaesdEncoder::operator()(cl::Context& ctx, const nn::Tensor& image) c
   const nn::Tensor* x = &image;
   nn::Tensor current;
   for (const auto& layer : layers_) {
-    if (const auto* conv = std::get_if<nn::Conv2d>(&layer)) current = (*conv)(ctx, *x);
-    else current = std::get<TaesdBlock>(layer)(ctx, *x);
+    if (const auto* conv = std::get_if<nn::Conv2d>(&layer))
+      current = (*conv)(ctx, *x);
+    else
+      current = std::get<TaesdBlock>(layer)(ctx, *x);
     x = &current;
   }
   return current;  // [L, H/8, W/8]

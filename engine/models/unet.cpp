@@ -8,7 +8,9 @@ namespace sdt::models {
 
 namespace {
 
-int block_count(const io::UNetConfig& c) { return static_cast<int>(c.block_out_channels.size()); }
+int block_count(const io::UNetConfig& c) {
+  return static_cast<int>(c.block_out_channels.size());
+}
 
 bool is_cross_attention_down(const std::string& type) {
   if (type == "CrossAttnDownBlock2D") return true;
@@ -26,8 +28,9 @@ bool is_cross_attention_up(const std::string& type) {
 
 nn::TransformerShape transformer_shape(const io::UNetConfig& c, std::int64_t channels, int heads) {
   if (heads <= 0 || channels % heads != 0)
-    throw Error(ErrorKind::BadModel, "unet: " + std::to_string(channels) + " channels cannot be split into " +
-                                         std::to_string(heads) + " attention heads",
+    throw Error(ErrorKind::BadModel,
+                "unet: " + std::to_string(channels) + " channels cannot be split into " + std::to_string(heads) +
+                    " attention heads",
                 "check attention_head_dim / num_attention_heads in unet/config.json");
   return {.channels = channels,
           .heads = heads,
@@ -132,7 +135,8 @@ UNet2DConditionModel::UNet2DConditionModel(const nn::WeightScope& scope, const i
       static_cast<int>(c.num_heads.size()) != n)
     throw Error(ErrorKind::BadModel,
                 "unet: block_out_channels, down_block_types, up_block_types and attention heads must have the same "
-                "length (" + std::to_string(n) + ", " + std::to_string(c.down_block_types.size()) + ", " +
+                "length (" +
+                    std::to_string(n) + ", " + std::to_string(c.down_block_types.size()) + ", " +
                     std::to_string(c.up_block_types.size()) + ", " + std::to_string(c.num_heads.size()) + ")",
                 "check unet/config.json");
   const std::int64_t C0 = c.block_out_channels[0];
@@ -147,14 +151,16 @@ UNet2DConditionModel::UNet2DConditionModel(const nn::WeightScope& scope, const i
   conv_out_ = nn::Conv2d(scope["conv_out"], C0, c.out_channels, 3);
 }
 
-int UNet2DConditionModel::downsample_levels() const { return block_count(config_) - 1; }
+int UNet2DConditionModel::downsample_levels() const {
+  return block_count(config_) - 1;
+}
 
 nn::Tensor UNet2DConditionModel::operator()(cl::Context& ctx, const nn::Tensor& sample, float timestep,
                                             const nn::Tensor& context) const {
   // sample: [in_channels, h, w], context: [S, cross_attention_dim]
   const std::int64_t C0 = config_.block_out_channels[0];
   nn::Tensor t_emb = nn::timestep_embedding(ctx, timestep, static_cast<int>(C0), config_.flip_sin_to_cos,
-                                            config_.freq_shift);  // [C0]
+                                            config_.freq_shift);                                     // [C0]
   nn::Tensor t1 = time_embedding_linear_1_(ctx, std::move(t_emb).reshaped({1, C0}), nn::Act::SiLU);  // [1, 4·C0]
   // The time embedding reaches the blocks only through silu(temb) in each resnet: apply it once here.
   nn::Tensor temb_silu = time_embedding_linear_2_(ctx, t1, nn::Act::SiLU);  // [1, 4·C0]

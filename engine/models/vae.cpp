@@ -30,12 +30,12 @@ VaeMidBlock::VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& c) {
   resnets_.emplace_back(scope["resnets"][0], vae_resnet(c, C, C));
   if (c.mid_block_add_attention)
     attentions_0_.emplace(scope["attentions"][0], nn::AttentionShape{.query_dim = C,
-                                                                      .context_dim = 0,
-                                                                      .heads = 1,
-                                                                      .dim_head = C,
-                                                                      .qkv_bias = true,
-                                                                      .norm_groups = c.norm_num_groups,
-                                                                      .norm_eps = kVaeEps});
+                                                                     .context_dim = 0,
+                                                                     .heads = 1,
+                                                                     .dim_head = C,
+                                                                     .qkv_bias = true,
+                                                                     .norm_groups = c.norm_num_groups,
+                                                                     .norm_eps = kVaeEps});
   resnets_.emplace_back(scope["resnets"][1], vae_resnet(c, C, C));
 }
 
@@ -72,7 +72,7 @@ nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) c
   // latents: [L, h, w]
   nn::Tensor x = nn::scale(ctx, latents, 1.0f / config_.scaling_factor);  // [L, h, w]
   if (post_quant_conv_) x = (*post_quant_conv_)(ctx, x);
-  x = conv_in_(ctx, x);            // [C_last, h, w]
+  x = conv_in_(ctx, x);  // [C_last, h, w]
   x = (*mid_block_)(ctx, x);
   for (const auto& up : up_blocks_) {
     for (const auto& resnet : up.resnets) x = resnet(ctx, x);

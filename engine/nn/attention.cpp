@@ -7,7 +7,8 @@ namespace sdt::nn {
 Attention::Attention(const WeightScope& scope, const AttentionShape& shape) : shape_(shape) {
   const std::int64_t inner = shape.heads * shape.dim_head;
   const std::int64_t context_dim = shape.context_dim > 0 ? shape.context_dim : shape.query_dim;
-  if (shape.norm_groups > 0) group_norm_.emplace(scope["group_norm"], shape.query_dim, shape.norm_groups, shape.norm_eps);
+  if (shape.norm_groups > 0)
+    group_norm_.emplace(scope["group_norm"], shape.query_dim, shape.norm_groups, shape.norm_eps);
   to_q_ = Linear(scope["to_q"], shape.query_dim, inner, shape.qkv_bias);
   to_k_ = Linear(scope["to_k"], context_dim, inner, shape.qkv_bias);
   to_v_ = Linear(scope["to_v"], context_dim, inner, shape.qkv_bias);
@@ -17,9 +18,9 @@ Attention::Attention(const WeightScope& scope, const AttentionShape& shape) : sh
 Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* context, const Tensor* residual) const {
   // x: [T, query_dim], context: [S, context_dim]
   const Tensor& kv_input = context ? *context : x;
-  Tensor q = to_q_(ctx, x);          // [T, heads·D]
-  Tensor k = to_k_(ctx, kv_input);   // [S, heads·D]
-  Tensor v = to_v_(ctx, kv_input);   // [S, heads·D]
+  Tensor q = to_q_(ctx, x);                                        // [T, heads·D]
+  Tensor k = to_k_(ctx, kv_input);                                 // [S, heads·D]
+  Tensor v = to_v_(ctx, kv_input);                                 // [S, heads·D]
   Tensor attended = attention(ctx, q, k, v, shape_.heads, false);  // [T, heads·D]
   return to_out_0_(ctx, attended, Act::None, residual);            // [T, query_dim]
 }

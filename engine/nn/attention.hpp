@@ -37,10 +37,10 @@ class Attention {
  private:
   AttentionShape shape_;
   std::optional<GroupNorm> group_norm_;
-  Linear to_q_;       // [heads·D, query_dim]
-  Linear to_k_;       // [heads·D, context_dim]
-  Linear to_v_;       // [heads·D, context_dim]
-  Linear to_out_0_;   // [query_dim, heads·D]
+  Linear to_q_;      // [heads·D, query_dim]
+  Linear to_k_;      // [heads·D, context_dim]
+  Linear to_v_;      // [heads·D, context_dim]
+  Linear to_out_0_;  // [query_dim, heads·D]
 };
 
 }  // namespace sdt::nn

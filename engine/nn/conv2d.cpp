@@ -13,8 +13,8 @@ ConvGeometry symmetric(int stride, int padding) {
 
 Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
                int stride, int padding, bool bias)
-    : Conv2d(scope, in_channels, out_channels, kernel_size,
-             symmetric(stride, padding < 0 ? kernel_size / 2 : padding), bias) {}
+    : Conv2d(scope, in_channels, out_channels, kernel_size, symmetric(stride, padding < 0 ? kernel_size / 2 : padding),
+             bias) {}
 
 Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
                const ConvGeometry& geometry, bool bias)

@@ -13,8 +13,8 @@ class Conv2d {
   Conv2d() = default;
   // Loads "<scope>weight" [out, in, k, k] and, when `bias`, "<scope>bias" [out].
   // padding −1: kernel_size / 2 ("same" for odd kernels).
-  Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
-         int stride = 1, int padding = -1, bool bias = true);
+  Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size, int stride = 1,
+         int padding = -1, bool bias = true);
   Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
          const ConvGeometry& geometry, bool bias = true);
 

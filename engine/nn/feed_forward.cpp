@@ -9,8 +9,8 @@ FeedForward::FeedForward(const WeightScope& scope, std::int64_t dim, std::int64_
 
 Tensor FeedForward::operator()(cl::Context& ctx, const Tensor& x, const Tensor* residual) const {
   // x: [T, dim]
-  Tensor projected = net_0_proj_(ctx, x);  // [T, 2F]
-  Tensor gated = geglu(ctx, projected);    // [T, F]
+  Tensor projected = net_0_proj_(ctx, x);          // [T, 2F]
+  Tensor gated = geglu(ctx, projected);            // [T, F]
   return net_2_(ctx, gated, Act::None, residual);  // [T, dim]
 }
 

@@ -7,8 +7,9 @@ namespace sdt::nn {
 GroupNorm::GroupNorm(const WeightScope& scope, std::int64_t channels, int groups, float eps)
     : channels_(channels), groups_(groups), eps_(eps) {
   if (groups <= 0 || channels % groups != 0)
-    throw Error(ErrorKind::BadModel, scope.name("weight") + ": " + std::to_string(channels) +
-                                         " channels cannot be split into " + std::to_string(groups) + " groups",
+    throw Error(ErrorKind::BadModel,
+                scope.name("weight") + ": " + std::to_string(channels) + " channels cannot be split into " +
+                    std::to_string(groups) + " groups",
                 "check norm_num_groups in the model's config.json");
   weight_ = scope.vector("weight", channels);
   bias_ = scope.vector("bias", channels);

@@ -44,8 +44,8 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
   const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
   const int rows = static_cast<int>(
       std::clamp<std::size_t>(detail::attention_block_budget() / row_bytes, 1, static_cast<std::size_t>(Tq)));
-  Tensor scores = empty(ctx, {rows, Tk});     // [rows, Tk]: S, then P in place
-  Tensor v_t = empty(ctx, {head_dim, Tk});   // [D, Tk]: one head of V, transposed so P·V reads it as a weight
+  Tensor scores = empty(ctx, {rows, Tk});   // [rows, Tk]: S, then P in place
+  Tensor v_t = empty(ctx, {head_dim, Tk});  // [D, Tk]: one head of V, transposed so P·V reads it as a weight
 
   std::size_t threads = kSoftmaxThreads;
   std::string softmax_options;
@@ -101,12 +101,14 @@ Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tenso
   const int head_dim = static_cast<int>(width / heads);
   if (head_dim > kMaxHeadDim)
     detail::fail(op, "head width " + std::to_string(head_dim) + " exceeds the supported " +
-                         std::to_string(kMaxHeadDim) + " (" + detail::describe("q", q) + ", " +
-                         std::to_string(heads) + " heads)");
+                         std::to_string(kMaxHeadDim) + " (" + detail::describe("q", q) + ", " + std::to_string(heads) +
+                         " heads)");
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor out = empty(ctx, q.shape);
-  if (head_dim <= detail::kMaxFlashHeadDim) attention_flash(ctx, q, k, v, heads, head_dim, causal, scale, out);
-  else attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out);
+  if (head_dim <= detail::kMaxFlashHeadDim)
+    attention_flash(ctx, q, k, v, heads, head_dim, causal, scale, out);
+  else
+    attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out);
   return out;
 }
 

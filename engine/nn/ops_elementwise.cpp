@@ -1,5 +1,6 @@
 // Element-wise, layout and embedding ops (kernels/elementwise.cl, embedding.cl, image.cl), and the sinusoidal
 // timestep embedding of diffusers' get_timestep_embedding (computed on the host: see below).
+#include <algorithm>
 #include <cmath>
 
 #include "nn/ops_internal.hpp"
@@ -14,10 +15,26 @@ using detail::fail;
 constexpr const char* kProgram = "elementwise";
 constexpr std::size_t kTransposeTile = 16;
 
+constexpr std::size_t kLocal = 256;  // work-group size of the element-wise kernels where the device allows
+
+std::size_t round_up(std::int64_t n, std::size_t multiple) {
+  return cl::round_up(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)), multiple);
+}
+
 // Launches a 1-D element-wise kernel over n elements.
 template <typename... Args>
 void launch_1d(cl::Context& ctx, cl_kernel kernel, std::int64_t n, const Args&... args) {
-  ctx.launch(kernel, cl::Range(detail::elementwise_global(n)), cl::Range(detail::kElementwiseLocal), args...);
+  const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
+  ctx.launch(kernel, cl::Range(round_up(n, local)), cl::Range(local), args...);
+}
+
+// Launches a 2-D kernel over (n0, n1) with work-groups of up to `wanted` along dimension 0, never much wider
+// than n0 itself.
+template <typename... Args>
+void launch_2d(cl::Context& ctx, cl_kernel kernel, std::int64_t n0, std::int64_t n1, std::size_t wanted,
+               const Args&... args) {
+  const std::size_t local = detail::fit_local(ctx, kernel, std::min(wanted, round_up(n0, 32)));
+  ctx.launch(kernel, cl::Range(round_up(n0, local), static_cast<std::size_t>(n1)), cl::Range(local, 1), args...);
 }
 
 void require_same_shape(const std::string& op, const Tensor& a, const Tensor& b) {
@@ -40,9 +57,8 @@ Tensor geglu(cl::Context& ctx, const Tensor& x) {
   if (x.dim(1) % 2 != 0) fail(op, "expected x [T, 2F] with an even width, got " + describe("x", x));
   const std::int64_t T = x.dim(0), F = x.dim(1) / 2;
   Tensor out = empty(ctx, {T, F});
-  ctx.launch(ctx.kernel(kProgram, "geglu"),
-             cl::Range(cl::round_up(static_cast<std::size_t>(F), 64), static_cast<std::size_t>(T)), cl::Range(64, 1),
-             static_cast<int>(T), static_cast<int>(F), x.buffer, out.buffer);
+  launch_2d(ctx, ctx.kernel(kProgram, "geglu"), F, T, kLocal, static_cast<int>(T), static_cast<int>(F), x.buffer,
+            out.buffer);
   return out;
 }
 
@@ -63,10 +79,8 @@ Tensor add_channel_bias(cl::Context& ctx, const Tensor& x, const Tensor& v) {
     fail(op, "expected v [" + std::to_string(x.dim(0)) + "] for " + describe("x", x) + ", got " + describe("v", v));
   const std::int64_t C = x.dim(0), S = x.numel() / C;
   Tensor out = empty(ctx, x.shape);
-  const std::size_t local = std::min<std::size_t>(256, cl::round_up(static_cast<std::size_t>(S), 32));
-  ctx.launch(ctx.kernel(kProgram, "add_channel_bias"),
-             cl::Range(cl::round_up(static_cast<std::size_t>(S), local), static_cast<std::size_t>(C)),
-             cl::Range(local, 1), static_cast<int>(S), static_cast<int>(C), x.buffer, v.buffer, out.buffer);
+  launch_2d(ctx, ctx.kernel(kProgram, "add_channel_bias"), S, C, kLocal, static_cast<int>(S), static_cast<int>(C),
+            x.buffer, v.buffer, out.buffer);
   return out;
 }
 
@@ -75,8 +89,8 @@ Tensor axpby(cl::Context& ctx, float alpha, const Tensor& a, float beta, const T
   detail::require_activation("axpby", "b", b);
   require_same_shape("axpby", a, b);
   Tensor out = empty(ctx, a.shape);
-  launch_1d(ctx, ctx.kernel(kProgram, "axpby"), a.numel(), static_cast<int>(a.numel()), alpha, a.buffer, beta,
-            b.buffer, out.buffer);
+  launch_1d(ctx, ctx.kernel(kProgram, "axpby"), a.numel(), static_cast<int>(a.numel()), alpha, a.buffer, beta, b.buffer,
+            out.buffer);
   return out;
 }
 
@@ -101,10 +115,9 @@ Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x) {
   const std::int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
   Tensor out = empty(ctx, {C, 2 * H, 2 * W});
   detail::require_int_indexable("upsample_nearest2x", out);
-  const std::size_t local = std::min<std::size_t>(64, cl::round_up(static_cast<std::size_t>(2 * W), 8));
-  ctx.launch(ctx.kernel(kProgram, "upsample_nearest2x"),
-             cl::Range(cl::round_up(static_cast<std::size_t>(2 * W), local), static_cast<std::size_t>(2 * H),
-                       static_cast<std::size_t>(C)),
+  cl_kernel kernel = ctx.kernel(kProgram, "upsample_nearest2x");
+  const std::size_t local = detail::fit_local(ctx, kernel, std::min<std::size_t>(64, round_up(2 * W, 8)));
+  ctx.launch(kernel, cl::Range(round_up(2 * W, local), static_cast<std::size_t>(2 * H), static_cast<std::size_t>(C)),
              cl::Range(local, 1, 1), static_cast<int>(W), static_cast<int>(H), static_cast<int>(C), x.buffer,
              out.buffer);
   return out;
@@ -125,14 +138,15 @@ Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b) {
 
 void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y) {
   std::size_t tile = kTransposeTile;
-  cl_kernel kernel = ctx.kernel(kProgram, "transpose");
-  if (kernel_work_group_limit(ctx, kernel) < tile * tile) {
+  cl_kernel kernel = ctx.info().max_work_group_size >= tile * tile ? ctx.kernel(kProgram, "transpose") : nullptr;
+  if (!kernel || kernel_work_group_limit(ctx, kernel) < tile * tile) {
     tile = 4;
     kernel = ctx.kernel(kProgram, "transpose", "-DTRANSPOSE_TILE=4");
   }
-  ctx.launch(kernel,
-             cl::Range(cl::round_up(static_cast<std::size_t>(B), tile), cl::round_up(static_cast<std::size_t>(A), tile)),
-             cl::Range(tile, tile), A, B, x, x_off, ldx, y);
+  ctx.launch(
+      kernel,
+      cl::Range(cl::round_up(static_cast<std::size_t>(B), tile), cl::round_up(static_cast<std::size_t>(A), tile)),
+      cl::Range(tile, tile), A, B, x, x_off, ldx, y);
 }
 
 Tensor transpose(cl::Context& ctx, const Tensor& x) {
@@ -164,10 +178,8 @@ Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor&
   cl::Buffer ids_device = ctx.buffer(ids.size() * sizeof(int));
   detail::upload_async(ctx, ids_device, ids.data(), ids.size() * sizeof(int));
   const std::string options = detail::half_define("TABLE_HALF", &table) + detail::half_define("POS_HALF", &positions);
-  const std::size_t local = std::min<std::size_t>(256, cl::round_up(static_cast<std::size_t>(C), 32));
-  ctx.launch(ctx.kernel("embedding", "embed_tokens", options),
-             cl::Range(cl::round_up(static_cast<std::size_t>(C), local), static_cast<std::size_t>(T)), cl::Range(local, 1),
-             static_cast<int>(T), static_cast<int>(C), ids_device, table.buffer, positions.buffer, out.buffer);
+  launch_2d(ctx, ctx.kernel("embedding", "embed_tokens", options), C, T, kLocal, static_cast<int>(T),
+            static_cast<int>(C), ids_device, table.buffer, positions.buffer, out.buffer);
   return out;
 }
 
@@ -215,9 +227,10 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
   cl::check(clEnqueueFillBuffer(ctx.queue(), counter.get(), &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
             "clEnqueueFillBuffer", "count_non_finite counter");
   // A grid-stride loop: at most 1024 groups, each work-item counting several elements.
-  const std::size_t global = std::min<std::size_t>(detail::elementwise_global(x.numel()), 1024 * detail::kElementwiseLocal);
-  ctx.launch(ctx.kernel(kProgram, "count_non_finite"), cl::Range(global), cl::Range(detail::kElementwiseLocal),
-             static_cast<int>(x.numel()), x.buffer, counter);
+  cl_kernel kernel = ctx.kernel(kProgram, "count_non_finite");
+  const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
+  const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
+  ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, counter);
   cl_int count = 0;
   ctx.read(counter, &count, sizeof count);
   return count;

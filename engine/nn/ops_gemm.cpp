@@ -36,7 +36,8 @@ void check_residual(const std::string& op, const Tensor* residual, const std::ve
   if (!residual) return;
   detail::require_activation(op, "residual", *residual);
   if (residual->shape != shape)
-    fail(op, "residual must have the output's shape " + shape_string(shape) + ", got " + describe("residual", *residual));
+    fail(op,
+         "residual must have the output's shape " + shape_string(shape) + ", got " + describe("residual", *residual));
 }
 
 }  // namespace
@@ -45,7 +46,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
                         " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
   if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
-  GemmConfig config = gemm_config(ctx);
+  GemmConfig config = gemm_config(ctx, p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = kernel_work_group_limit(ctx, kernel);
       limit < static_cast<std::size_t>(config.threads())) {
@@ -54,13 +55,29 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   }
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
+  const int splits = gemm_splits(ctx, m_groups * n_groups, p.K, config.tk);
+  const int k_chunk = static_cast<int>(
+      cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(config.tk)));
   const bool m_fast = p.mode != kModeLinear;
   const cl::Range global =
-      m_fast ? cl::Range(m_groups * rtm, n_groups * rtn) : cl::Range(n_groups * rtn, m_groups * rtm);
-  const cl::Range local = m_fast ? cl::Range(rtm, rtn) : cl::Range(rtn, rtm);
-  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, o.bias, o.residual, o.c, static_cast<int>(act), p.a_off,
-             p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left,
-             p.upsample);
+      m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, splits) : cl::Range(n_groups * rtn, m_groups * rtm, splits);
+  const cl::Range local = m_fast ? cl::Range(rtm, rtn, 1) : cl::Range(rtn, rtm, 1);
+  if (splits == 1) {
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, o.bias, o.residual, o.c, static_cast<int>(act), p.a_off,
+               p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left,
+               p.upsample, k_chunk, cl_mem{nullptr});
+  } else {
+    // The slices go to a pooled workspace, summed in order by the reduction (the in-order queue keeps the
+    // workspace alive for it; the pool may hand it out again once both are enqueued).
+    const cl::Buffer partial = ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N);
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, cl_mem{nullptr}, cl_mem{nullptr}, o.c,
+               static_cast<int>(Act::None), p.a_off, p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w,
+               p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk, partial.get());
+    cl_kernel reduce = ctx.kernel("gemm", "gemm_splitk_reduce", config.defines() + variant);
+    const std::size_t ls = fit_local(ctx, reduce, 256);
+    ctx.launch(reduce, cl::Range(cl::round_up(static_cast<std::size_t>(p.M) * p.N, ls)), cl::Range(ls), p.M, p.N,
+               splits, partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
+  }
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 

@@ -34,21 +34,21 @@ std::size_t kernel_work_group_limit(cl::Context& ctx, cl_kernel kernel);
 // Copies `bytes` of host data into `buffer` without waiting for the queue (the copy of the data is freed when
 // the transfer completes), so small per-call inputs (token ids, the timestep embedding) do not synchronise.
 void upload_async(cl::Context& ctx, const cl::Buffer& buffer, const void* data, std::size_t bytes);
-// Elementwise launch size: n rounded up to the 1-D work-group size used by the element-wise kernels.
-std::size_t elementwise_global(std::int64_t n);
-constexpr std::size_t kElementwiseLocal = 256;
+// The largest power of two <= wanted that this kernel can run as a work-group on this device.
+std::size_t fit_local(cl::Context& ctx, cl_kernel kernel, std::size_t wanted);
 
 // ---- tiled matrix multiply (kernels/gemm.cl)
 struct GemmConfig {
   int tm = 64, tn = 64, tk = 16, wm = 4, wn = 4;
   int threads() const { return (tm / wm) * (tn / wn); }
-  std::size_t local_bytes() const { return sizeof(float) * static_cast<std::size_t>(tk) * (tm + 1 + tn + 1); }
+  std::size_t local_bytes() const { return sizeof(float) * static_cast<std::size_t>(tk) * (tm + tn + 8); }
   std::string defines() const;
   bool valid() const;  // the divisibility rules of gemm.cl
+  bool operator==(const GemmConfig&) const = default;
 };
-// The configuration for this device: the override, else the per-device table's row, shrunk until it fits the
-// device's work-group and local-memory limits.
-GemmConfig gemm_config(const cl::Context& ctx);
+// The configuration for this device and gemm.cl mode (0 linear, 1/2 convolutions): the override, else the
+// per-device table's row, shrunk until it fits the device's work-group and local-memory limits.
+GemmConfig gemm_config(const cl::Context& ctx, int mode);
 // A smaller configuration for a kernel whose CL_KERNEL_WORK_GROUP_SIZE is below the chosen one's thread count.
 GemmConfig gemm_fallback_config(std::size_t max_threads);
 void set_gemm_override(std::optional<GemmConfig> config);
@@ -67,6 +67,11 @@ struct GemmOperands {
   bool b_half = false, bias_half = false;
 };
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
+// How many slices K is split into for a product of `tiles` work-groups: 1 when the tiles fill the device
+// (twice its compute units); else enough to, keeping at least 4 K steps per slice and at most 16 slices.
+int gemm_splits(const cl::Context& ctx, std::size_t tiles, int K, int tk);
+// Tests and tuning: force the number of K slices (clamped to the K steps available); nullopt: the heuristic.
+void set_gemm_split_override(std::optional<int> splits);
 
 // ---- flash attention (kernels/attention.cl)
 struct AttentionConfig {

@@ -14,13 +14,22 @@ constexpr int kNormThreads = 256;
 constexpr std::int64_t kElementsPerItem = 16;
 constexpr std::int64_t kMaxChunks = 64;
 
-// The reduction work-group size for these kernels on this device: 256, or the largest power of two allowed.
-int norm_threads(cl::Context& ctx, std::string& options) {
-  std::size_t limit = std::min<std::size_t>(kNormThreads, ctx.info().max_work_group_size);
-  int threads = 1;
-  while (static_cast<std::size_t>(threads) * 2 <= limit) threads *= 2;
-  if (threads != kNormThreads) options += " -DNORM_LS=" + std::to_string(threads);
-  return threads;
+// A reduction kernel of kernels/norm.cl with its work-group size (NORM_LS): 256, or the largest power of two
+// the device and the built kernel allow (the kernel requires exactly that size).
+cl_kernel reduction_kernel(cl::Context& ctx, const char* name, const std::string& options, int& threads) {
+  threads = kNormThreads;
+  while (static_cast<std::size_t>(threads) > ctx.info().max_work_group_size && threads > 1) threads /= 2;
+  auto build = [&] {
+    return ctx.kernel("norm", name,
+                      threads == kNormThreads ? options : options + " -DNORM_LS=" + std::to_string(threads));
+  };
+  cl_kernel kernel = build();
+  if (const std::size_t fit = detail::fit_local(ctx, kernel, static_cast<std::size_t>(threads));
+      fit < static_cast<std::size_t>(threads)) {
+    threads = static_cast<int>(fit);
+    kernel = build();
+  }
+  return kernel;
 }
 
 std::string affine_options(const Tensor& gamma, const Tensor& beta) {
@@ -42,17 +51,16 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
   const std::int64_t S = x.numel() / C;
   const std::int64_t group_size = x.numel() / groups;
 
-  std::string options = affine_options(gamma, beta);
-  const int threads = norm_threads(ctx, options);
-  const std::int64_t P =
-      std::clamp<std::int64_t>((group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1,
-                               kMaxChunks);
+  const std::string options = affine_options(gamma, beta);
+  int threads = 0;
+  cl_kernel k_partials = reduction_kernel(ctx, "group_norm_partials", options, threads);
+  const std::int64_t P = std::clamp<std::int64_t>(
+      (group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1, kMaxChunks);
 
   Tensor out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
   Tensor partials = empty(ctx, {groups, P, 3});
   Tensor stats = empty(ctx, {groups, 2});
 
-  cl_kernel k_partials = ctx.kernel("norm", "group_norm_partials", options);
   ctx.launch(k_partials, cl::Range(static_cast<std::size_t>(P) * threads, static_cast<std::size_t>(groups)),
              cl::Range(static_cast<std::size_t>(threads), 1), x.buffer, static_cast<int>(group_size),
              static_cast<int>(P), partials.buffer);
@@ -62,7 +70,8 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
              static_cast<int>(P), eps, stats.buffer);
 
   cl_kernel k_apply = ctx.kernel("norm", "group_norm_apply", options);
-  const std::size_t apply_local = std::min<std::size_t>(threads, cl::round_up(static_cast<std::size_t>(S), 32));
+  const std::size_t apply_local = detail::fit_local(
+      ctx, k_apply, std::min<std::size_t>(kNormThreads, cl::round_up(static_cast<std::size_t>(S), 32)));
   ctx.launch(k_apply, cl::Range(cl::round_up(static_cast<std::size_t>(S), apply_local), static_cast<std::size_t>(C)),
              cl::Range(apply_local, 1), x.buffer, stats.buffer, gamma.buffer, beta.buffer, static_cast<int>(S),
              static_cast<int>(C / groups), silu ? 1 : 0, out.buffer);
@@ -77,10 +86,9 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
   detail::require_weight(op, "beta", beta, {C});
   if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
 
-  std::string options = affine_options(gamma, beta);
-  const int threads = norm_threads(ctx, options);
   Tensor out = empty(ctx, x.shape);
-  cl_kernel kernel = ctx.kernel("norm", "layer_norm", options);
+  int threads = 0;
+  cl_kernel kernel = reduction_kernel(ctx, "layer_norm", affine_options(gamma, beta), threads);
   ctx.launch(kernel, cl::Range(static_cast<std::size_t>(x.dim(0)) * threads),
              cl::Range(static_cast<std::size_t>(threads)), x.buffer, gamma.buffer, beta.buffer, static_cast<int>(C),
              eps, out.buffer);

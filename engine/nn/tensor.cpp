@@ -52,7 +52,9 @@ float from_half(std::uint16_t h) {
   return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
-float from_bf16(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+float from_bf16(std::uint16_t b) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
 
 std::int64_t count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -74,13 +76,14 @@ Tensor make_persistent(cl::Context& ctx, std::vector<std::int64_t> shape, DType 
 
 }  // namespace
 
-std::int64_t Tensor::numel() const { return count(shape); }
+std::int64_t Tensor::numel() const {
+  return count(shape);
+}
 
 Tensor Tensor::reshaped(std::vector<std::int64_t> new_shape) && {
   if (count(new_shape) != numel())
-    throw Error(ErrorKind::Internal,
-                "reshape: cannot view " + shape_string(shape) + " as " + shape_string(new_shape) +
-                    " (element counts differ)");
+    throw Error(ErrorKind::Internal, "reshape: cannot view " + shape_string(shape) + " as " + shape_string(new_shape) +
+                                         " (element counts differ)");
   Tensor t;
   t.buffer = std::move(buffer);
   t.shape = std::move(new_shape);
@@ -108,8 +111,8 @@ Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape) {
 
 Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape) {
   if (count(shape) != static_cast<std::int64_t>(host.size()))
-    throw Error(ErrorKind::Internal, "upload: " + std::to_string(host.size()) + " host values for shape " +
-                                         shape_string(shape));
+    throw Error(ErrorKind::Internal,
+                "upload: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
   Tensor t = empty(ctx, std::move(shape));
   if (!host.empty()) ctx.write(t.buffer, host.data(), t.bytes());
   return t;
@@ -118,8 +121,8 @@ Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std:
 std::vector<float> download(cl::Context& ctx, const Tensor& t) {
   if (!t.defined()) throw Error(ErrorKind::Internal, "download: the tensor has no buffer");
   if (t.dtype != DType::F32)
-    throw Error(ErrorKind::Internal, "download: only fp32 tensors can be read back, got an fp16 tensor " +
-                                         shape_string(t.shape));
+    throw Error(ErrorKind::Internal,
+                "download: only fp32 tensors can be read back, got an fp16 tensor " + shape_string(t.shape));
   std::vector<float> host(static_cast<std::size_t>(t.numel()));
   if (!host.empty()) ctx.read(t.buffer, host.data(), t.bytes());
   return host;
@@ -147,7 +150,9 @@ Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage
 
   std::vector<float> f32(static_cast<std::size_t>(n));
   switch (view.dtype) {
-    case io::DType::F32: std::memcpy(f32.data(), view.data, source_bytes); break;
+    case io::DType::F32:
+      std::memcpy(f32.data(), view.data, source_bytes);
+      break;
     case io::DType::F16:
       for (std::int64_t i = 0; i < n; ++i) {
         std::uint16_t h;
@@ -166,11 +171,10 @@ Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage
   return upload_weight(ctx, f32, std::move(target), storage);
 }
 
-Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape,
-                     DType storage) {
+Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape, DType storage) {
   if (count(shape) != static_cast<std::int64_t>(host.size()))
-    throw Error(ErrorKind::Internal, "upload_weight: " + std::to_string(host.size()) + " host values for shape " +
-                                         shape_string(shape));
+    throw Error(ErrorKind::Internal,
+                "upload_weight: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
   if (storage == DType::F32) return make_persistent(ctx, std::move(shape), storage, host.data());
   std::vector<std::uint16_t> halves(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) halves[i] = to_half(host[i]);

@@ -5,10 +5,12 @@ namespace sdt::nn {
 BasicTransformerBlock::BasicTransformerBlock(const WeightScope& scope, const TransformerShape& shape) {
   const std::int64_t dim = shape.heads * shape.dim_head;
   norm1_ = LayerNorm(scope["norm1"], dim, shape.block_norm_eps);
-  attn1_ = Attention(scope["attn1"], {.query_dim = dim, .context_dim = 0, .heads = shape.heads, .dim_head = shape.dim_head});
+  attn1_ =
+      Attention(scope["attn1"], {.query_dim = dim, .context_dim = 0, .heads = shape.heads, .dim_head = shape.dim_head});
   norm2_ = LayerNorm(scope["norm2"], dim, shape.block_norm_eps);
-  attn2_ = Attention(scope["attn2"],
-                     {.query_dim = dim, .context_dim = shape.context_dim, .heads = shape.heads, .dim_head = shape.dim_head});
+  attn2_ =
+      Attention(scope["attn2"],
+                {.query_dim = dim, .context_dim = shape.context_dim, .heads = shape.heads, .dim_head = shape.dim_head});
   norm3_ = LayerNorm(scope["norm3"], dim, shape.block_norm_eps);
   ff_ = FeedForward(scope["ff"], dim, 4 * dim);
 }
@@ -40,10 +42,10 @@ Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const T
   Tensor h = norm_(ctx, x);  // [C, H, W]
   if (shape_.use_linear_projection) {
     Tensor tokens = transpose(ctx, std::move(h).reshaped({C, H * W}));  // [H·W, C]
-    h = proj_in_linear_(ctx, tokens);                                    // [H·W, inner]
+    h = proj_in_linear_(ctx, tokens);                                   // [H·W, inner]
   } else {
-    Tensor projected = proj_in_conv_(ctx, h);                                  // [inner, H, W]
-    h = transpose(ctx, std::move(projected).reshaped({inner, H * W}));         // [H·W, inner]
+    Tensor projected = proj_in_conv_(ctx, h);                           // [inner, H, W]
+    h = transpose(ctx, std::move(projected).reshaped({inner, H * W}));  // [H·W, inner]
   }
   for (const auto& block : transformer_blocks_) h = block(ctx, h, context);  // [H·W, inner]
   if (shape_.use_linear_projection) {

@@ -39,6 +39,8 @@ Tensor WeightScope::f32(const std::string& leaf, const std::vector<std::int64_t>
   return upload_weight(*ctx_, weights_->get(name(leaf), shape), DType::F32);
 }
 
-bool WeightScope::has(const std::string& leaf) const { return weights_->has(name(leaf)); }
+bool WeightScope::has(const std::string& leaf) const {
+  return weights_->has(name(leaf));
+}
 
 }  // namespace sdt::nn

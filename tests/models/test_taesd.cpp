@@ -26,7 +26,8 @@ TEST_P(TaesdLayouts, DecoderMatchesAutoencoderTinyImages) {
   if (std::string(GetParam().name) != "DiffusersFolder") cases = {cases.back()};
   for (const auto& c : cases) {
     const std::string name = c["case"];
-    const nn::Tensor latents = nn::upload(ctx, refs.tensor(name + "_latents_final"), refs.shape(name + "_latents_final"));
+    const nn::Tensor latents =
+        nn::upload(ctx, refs.tensor(name + "_latents_final"), refs.shape(name + "_latents_final"));
     const nn::Tensor image = decoder(ctx, latents);
     ASSERT_EQ(image.shape, refs.shape(name + "_image_taesd"));
     const std::vector<float> ours = to_unit_image(nn::download(ctx, image), 1.0f, 0.0f);

@@ -4,8 +4,8 @@
 
 #include "models/unet.hpp"
 #include "models_fixture.hpp"
-#include "sdt/error.hpp"
 #include "nn/ops.hpp"
+#include "sdt/error.hpp"
 
 namespace sdt::test {
 namespace {

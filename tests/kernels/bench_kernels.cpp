@@ -1,0 +1,176 @@
+// Kernel throughput at SD-Turbo's real 512×512 shapes, from OpenCL profiling events: a baseline for the GPU
+// optimisation round, not a test (disabled by default; run with
+//   sdt_test_kernels --gtest_also_run_disabled_tests --gtest_filter='KernelBench.*'
+// and SDT_TEST_DEVICE choosing the device; SDT_BENCH_FILTER=text keeps the cases whose name contains it, and
+// "elementwise" the memory-bound ones). Each case runs once to warm up, then kKernelBenchRuns times; the
+// table gives the mean device time per call (every kernel the op enqueues) and the achieved rate against the
+// op's FLOPs or bytes moved.
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "kernel_test_util.hpp"
+
+using namespace sdt;
+using nn::Act;
+using nn::DType;
+
+namespace {
+
+constexpr int kKernelBenchRuns = 5;
+
+// Mean device milliseconds per call of `op` (all its kernels).
+double time_op(cl::Context& ctx, const std::function<void()>& op) {
+  op();
+  ctx.set_recording(true);
+  ctx.collect_timings();
+  for (int i = 0; i < kKernelBenchRuns; ++i) op();
+  double total = 0;
+  for (const auto& t : ctx.collect_timings()) total += t.duration_ms;
+  ctx.set_recording(false);
+  return total / kKernelBenchRuns;
+}
+
+// SDT_BENCH_FILTER=text runs only the cases whose name contains it.
+bool selected(const std::string& name) {
+  const char* filter = std::getenv("SDT_BENCH_FILTER");
+  return !filter || !*filter || name.find(filter) != std::string::npos;
+}
+
+void report(const std::string& name, double ms, double flops, double bytes) {
+  std::printf("  %-58s %9.3f ms %9.1f GFLOP/s %8.1f GB/s\n", name.c_str(), ms, flops / ms * 1e-6, bytes / ms * 1e-6);
+}
+
+nn::Tensor random_tensor(cl::Context& ctx, std::vector<std::int64_t> shape, std::uint32_t seed) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return nn::upload(ctx, test::random_floats(static_cast<std::size_t>(n), seed, -1.0f, 1.0f), std::move(shape));
+}
+
+nn::Tensor random_weight(cl::Context& ctx, std::vector<std::int64_t> shape, DType storage, std::uint32_t seed) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  const float bound = 1.0f / std::sqrt(static_cast<float>(n / shape[0]));
+  return nn::upload_weight(ctx, test::random_floats(static_cast<std::size_t>(n), seed, -bound, bound), std::move(shape),
+                           storage);
+}
+
+}  // namespace
+
+TEST(KernelBench, DISABLED_ReportsThroughputAtSdTurboShapes) {
+  auto& ctx = test::kernel_context();
+  const bool gpu = ctx.info().is_gpu();
+  // On a CPU device only the smaller half of the table runs (the VAE's full-resolution layers take minutes).
+  std::printf("  device: %s (%s), %u compute units, %llu KB local memory, work-groups up to %zu\n",
+              ctx.info().name.c_str(), ctx.info().driver_version.c_str(), ctx.info().compute_units,
+              static_cast<unsigned long long>(ctx.info().local_memory >> 10), ctx.info().max_work_group_size);
+
+  for (DType storage : {DType::F32, DType::F16}) {
+    const char* st = test::storage_name(storage);
+    struct Conv {
+      const char* name;
+      int C, H, W, O, k, stride;
+      bool big;
+    };
+    for (const Conv& c : {Conv{"unet conv 320 @64x64", 320, 64, 64, 320, 3, 1, false},
+                          Conv{"unet conv 640 @32x32", 640, 32, 32, 640, 3, 1, false},
+                          Conv{"unet conv 1280 @16x16", 1280, 16, 16, 1280, 3, 1, false},
+                          Conv{"unet conv 1280 @8x8", 1280, 8, 8, 1280, 3, 1, false},
+                          Conv{"unet downsample 320 @64x64", 320, 64, 64, 320, 3, 2, false},
+                          Conv{"unet shortcut 1x1 960->320 @64x64", 960, 64, 64, 320, 1, 1, false},
+                          Conv{"vae conv 512 @64x64", 512, 64, 64, 512, 3, 1, true},
+                          Conv{"vae conv 512 @128x128", 512, 128, 128, 512, 3, 1, true},
+                          Conv{"vae conv 256 @256x256", 256, 256, 256, 256, 3, 1, true},
+                          Conv{"vae conv 128 @512x512", 128, 512, 512, 128, 3, 1, true},
+                          Conv{"vae conv_out 128->3 @512x512", 128, 512, 512, 3, 3, 1, true}}) {
+      if ((c.big && !gpu) || !selected(std::string(c.name) + " " + st)) continue;
+      const nn::Tensor x = random_tensor(ctx, {c.C, c.H, c.W}, 1);
+      const nn::Tensor w = random_weight(ctx, {c.O, c.C, c.k, c.k}, storage, 2);
+      const nn::Tensor b = random_weight(ctx, {c.O}, storage, 3);
+      const int pad = c.k / 2;
+      const double oh = (c.H + 2 * pad - c.k) / c.stride + 1, ow = (c.W + 2 * pad - c.k) / c.stride + 1;
+      const double ms = time_op(ctx, [&] { nn::conv2d(ctx, x, w, &b, c.stride, pad); });
+      const double flops = 2.0 * c.O * oh * ow * c.C * c.k * c.k;
+      const double bytes = 4.0 * (c.C * c.H * c.W + c.O * oh * ow) + w.bytes();
+      report(std::string(c.name) + " " + st, ms, flops, bytes);
+    }
+    {
+      const nn::Tensor x = random_tensor(ctx, {512, 64, 64}, 4);
+      const nn::Tensor w = random_weight(ctx, {512, 512, 3, 3}, storage, 5);
+      nn::ConvGeometry g;
+      g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
+      g.upsample2x = true;
+      if (gpu && selected("vae upsample+conv")) {
+        const double ms = time_op(ctx, [&] { nn::conv2d(ctx, x, w, nullptr, g); });
+        report(std::string("vae upsample+conv 512 @64->128 (fused) ") + st, ms, 2.0 * 512 * 128 * 128 * 512 * 9,
+               4.0 * (512 * 64 * 64 + 512 * 128 * 128) + w.bytes());
+      }
+    }
+    struct Lin {
+      const char* name;
+      int M, K, N;
+      Act act;
+    };
+    for (const Lin& l : {Lin{"text qkv/out 77x1024->1024", 77, 1024, 1024, Act::None},
+                         Lin{"text fc1 77x1024->4096 gelu", 77, 1024, 4096, Act::GELU},
+                         Lin{"unet proj 4096x320->320", 4096, 320, 320, Act::None},
+                         Lin{"unet geglu proj 4096x320->2560", 4096, 320, 2560, Act::None},
+                         Lin{"unet ff out 4096x1280->320", 4096, 1280, 320, Act::None},
+                         Lin{"unet cross k/v 77x1024->1280", 77, 1024, 1280, Act::None},
+                         Lin{"unet proj 64x1280->1280", 64, 1280, 1280, Act::None}}) {
+      if (!selected(std::string("linear ") + l.name + " " + st)) continue;
+      const nn::Tensor x = random_tensor(ctx, {l.M, l.K}, 6);
+      const nn::Tensor w = random_weight(ctx, {l.N, l.K}, storage, 7);
+      const nn::Tensor b = random_weight(ctx, {l.N}, storage, 8);
+      const double ms = time_op(ctx, [&] { nn::linear(ctx, x, w, &b, l.act); });
+      report(std::string("linear ") + l.name + " " + st, ms, 2.0 * l.M * l.N * l.K,
+             4.0 * (double(l.M) * l.K + double(l.M) * l.N) + w.bytes());
+    }
+  }
+
+  struct Att {
+    const char* name;
+    int Tq, Tk, heads, D;
+    bool causal, big;
+  };
+  for (const Att& a : {Att{"text self 77 16x64 causal", 77, 77, 16, 64, true, false},
+                       Att{"unet self 4096 5x64", 4096, 4096, 5, 64, false, true},
+                       Att{"unet cross 4096x77 5x64", 4096, 77, 5, 64, false, false},
+                       Att{"unet self 1024 10x64", 1024, 1024, 10, 64, false, false},
+                       Att{"vae mid 4096 1x512", 4096, 4096, 1, 512, false, true}}) {
+    if ((a.big && !gpu) || !selected(std::string("attention ") + a.name)) continue;
+    const nn::Tensor q = random_tensor(ctx, {a.Tq, a.heads * a.D}, 9);
+    const nn::Tensor k = random_tensor(ctx, {a.Tk, a.heads * a.D}, 10);
+    const nn::Tensor v = random_tensor(ctx, {a.Tk, a.heads * a.D}, 11);
+    const double ms = time_op(ctx, [&] { nn::attention(ctx, q, k, v, a.heads, a.causal); });
+    const double pairs = a.causal ? 0.5 * a.Tq * (a.Tq + 1.0) : double(a.Tq) * a.Tk;
+    report(std::string("attention ") + a.name, ms, 4.0 * pairs * a.D * a.heads,
+           4.0 * (2.0 * a.Tq + 2.0 * a.Tk) * a.heads * a.D);
+  }
+
+  struct Norm {
+    const char* name;
+    int C, H, W;
+    bool big;
+  };
+  for (const Norm& n : {Norm{"unet 320 @64x64", 320, 64, 64, false}, Norm{"unet 1280 @8x8", 1280, 8, 8, false},
+                        Norm{"vae 512 @128x128", 512, 128, 128, true}, Norm{"vae 256 @512x512", 256, 512, 512, true}}) {
+    if ((n.big && !gpu) || !selected(std::string("group_norm+silu ") + n.name)) continue;
+    const nn::Tensor x = random_tensor(ctx, {n.C, n.H, n.W}, 12);
+    const nn::Tensor g = random_weight(ctx, {n.C}, DType::F32, 13);
+    const double ms = time_op(ctx, [&] { nn::group_norm(ctx, x, g, g, 32, 1e-6f, true); });
+    report(std::string("group_norm+silu ") + n.name, ms, 0, 3.0 * 4.0 * n.C * n.H * n.W);
+  }
+  if (selected("elementwise")) {
+    const nn::Tensor x = random_tensor(ctx, {4096, 320}, 14);
+    const nn::Tensor g = random_weight(ctx, {320}, DType::F32, 15);
+    report("layer_norm 4096x320", time_op(ctx, [&] { nn::layer_norm(ctx, x, g, g, 1e-5f); }), 0, 2.0 * 4 * 4096 * 320);
+    const nn::Tensor wide = random_tensor(ctx, {4096, 2560}, 16);
+    report("geglu 4096x2560", time_op(ctx, [&] { nn::geglu(ctx, wide); }), 0, 4.0 * 4096 * (2560 + 1280));
+    const nn::Tensor map = random_tensor(ctx, {320, 64, 64}, 17);
+    report("add 320x64x64", time_op(ctx, [&] { nn::add(ctx, map, map); }), 0, 3.0 * 4 * 320 * 64 * 64);
+    report("upsample 320x64x64", time_op(ctx, [&] { nn::upsample_nearest2x(ctx, map); }), 0, 5.0 * 4 * 320 * 64 * 64);
+    const nn::Tensor tokens = random_tensor(ctx, {320, 4096}, 18);
+    report("transpose 320x4096", time_op(ctx, [&] { nn::transpose(ctx, tokens); }), 0, 2.0 * 4 * 320 * 4096);
+  }
+}

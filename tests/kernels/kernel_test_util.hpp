@@ -1,0 +1,60 @@
+// Helpers of the kernel tests: one shared context per test process (so each kernel variant is built once per
+// run; its binaries go to make_context()'s private cache), poisoned outputs, uploads in either weight storage,
+// and tolerance checks that print what they measured.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/ops.hpp"
+#include "reference.hpp"
+#include "sdt/error.hpp"
+#include "test_common.hpp"
+
+namespace sdt::test {
+
+// The context every kernel test uses.
+cl::Context& kernel_context();
+
+// Makes the next pooled buffer of `bytes` one that is filled with kPoison (every other free pooled buffer is
+// dropped first), and returns its handle so the test can check that the op's output really is that buffer.
+cl_mem poison_next_output(cl::Context& ctx, std::size_t bytes);
+
+// A weight tensor in `storage`, and the values a kernel reading it sees (fp16-rounded for F16).
+struct HostWeight {
+  nn::Tensor tensor;
+  std::vector<float> values;
+};
+HostWeight make_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape,
+                       nn::DType storage);
+
+inline const char* storage_name(nn::DType d) {
+  return d == nn::DType::F32 ? "f32" : "f16";
+}
+inline ref::Act to_ref(nn::Act a) {
+  return static_cast<ref::Act>(static_cast<int>(a));
+}
+
+// Downloads `out`, checks that it holds no poison and is within `rtol`·max|expected| (+ `atol`) of `expected`
+// everywhere, and prints the measured differences under `label`.
+void expect_close(cl::Context& ctx, const nn::Tensor& out, const std::vector<float>& expected, double rtol,
+                  const std::string& label, double atol = 0);
+void expect_close(const std::vector<float>& got, const std::vector<float>& expected, double rtol,
+                  const std::string& label, double atol = 0);
+
+// Runs `op` and checks it throws sdt::Error whose message names `op_name` and each of `mentions`.
+template <typename F>
+void expect_shape_error(F&& op, const std::string& op_name, const std::vector<std::string>& mentions) {
+  try {
+    op();
+    ADD_FAILURE() << op_name << ": accepted bad shapes";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(op_name), std::string::npos) << e.message();
+    for (const auto& m : mentions)
+      EXPECT_NE(e.message().find(m), std::string::npos) << "missing '" << m << "' in: " << e.message();
+  }
+}
+
+}  // namespace sdt::test

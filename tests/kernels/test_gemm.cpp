@@ -1,0 +1,219 @@
+// Linear layers and convolutions (kernels/gemm.cl) against the reference loops, at SD-Turbo's real channel
+// counts (spatial sizes scaled down for CPU time, never the channels) and at shapes that straddle every tile
+// edge, in fp32 and fp16 weight storage, with poisoned outputs.
+//
+// Tolerance: fp32 accumulation over K terms against a double reference. Measured on PoCL, the worst case
+// (K = 11520) is a few 1e-7 of max|ref|; 1e-5 leaves room for other summation orders (tile sizes, GPUs).
+#include <cmath>
+
+#include "kernel_test_util.hpp"
+#include "nn/ops_internal.hpp"
+
+using namespace sdt;
+using nn::Act;
+using nn::DType;
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+
+std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
+  return test::random_floats(n, seed, -bound, bound);
+}
+
+struct LinearCase {
+  const char* name;
+  int M, K, N;
+  bool bias = true;
+  Act act = Act::None;
+  bool residual = false;
+};
+
+void check_linear(const LinearCase& c, DType storage, std::uint32_t seed) {
+  auto& ctx = test::kernel_context();
+  const float wb = 1.0f / std::sqrt(static_cast<float>(c.K));  // PyTorch's default init range
+  const auto x_host = uniform(static_cast<std::size_t>(c.M) * c.K, seed, 1.0f);
+  const auto w =
+      test::make_weight(ctx, uniform(static_cast<std::size_t>(c.N) * c.K, seed + 1, wb), {c.N, c.K}, storage);
+  const auto b = test::make_weight(ctx, uniform(c.N, seed + 2, wb), {c.N}, storage);
+  const auto r_host = uniform(static_cast<std::size_t>(c.M) * c.N, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {c.M, c.K});
+  const nn::Tensor r = nn::upload(ctx, r_host, {c.M, c.N});
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.M) * c.N * 4);
+  const nn::Tensor y = nn::linear(ctx, x, w.tensor, c.bias ? &b.tensor : nullptr, c.act, c.residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{c.M, c.N}));
+  const auto expected = ref::linear(x_host, w.values, c.bias ? &b.values : nullptr, c.M, c.K, c.N, test::to_ref(c.act),
+                                    c.residual ? &r_host : nullptr);
+  test::expect_close(ctx, y, expected, kRtol,
+                     std::string("linear ") + c.name + " " + std::to_string(c.M) + "x" + std::to_string(c.K) + "->" +
+                         std::to_string(c.N) + " " + test::storage_name(storage));
+}
+
+struct ConvCase {
+  const char* name;
+  ref::ConvShape s;
+  bool bias = true;
+  bool residual = false;
+};
+
+ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad) {
+  ref::ConvShape s;
+  s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  return s;
+}
+
+void check_conv(const ConvCase& c, DType storage, std::uint32_t seed) {
+  auto& ctx = test::kernel_context();
+  const auto& s = c.s;
+  const float wb = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));
+  const auto x_host = uniform(static_cast<std::size_t>(s.C) * s.H * s.W, seed, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(s.O) * s.C * s.k * s.k, seed + 1, wb),
+                                   {s.O, s.C, s.k, s.k}, storage);
+  const auto b = test::make_weight(ctx, uniform(s.O, seed + 2, wb), {s.O}, storage);
+  const std::size_t out_n = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
+  const auto r_host = uniform(out_n, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {s.C, s.H, s.W});
+  const nn::Tensor r = nn::upload(ctx, r_host, {s.O, s.out_h(), s.out_w()});
+
+  nn::ConvGeometry g;
+  g.stride = s.stride;
+  g.pad_top = s.pad_top, g.pad_bottom = s.pad_bottom, g.pad_left = s.pad_left, g.pad_right = s.pad_right;
+  g.upsample2x = s.upsample2x;
+  const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+  const nn::Tensor y = nn::conv2d(ctx, x, w.tensor, c.bias ? &b.tensor : nullptr, g, c.residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{s.O, s.out_h(), s.out_w()}));
+  const auto expected = ref::conv2d(x_host, w.values, c.bias ? &b.values : nullptr, s, c.residual ? &r_host : nullptr);
+  char label[200];
+  std::snprintf(label, sizeof label, "conv %s %dx%dx%d->%d k%d s%d %s", c.name, s.C, s.H, s.W, s.O, s.k, s.stride,
+                test::storage_name(storage));
+  test::expect_close(ctx, y, expected, kRtol, label);
+}
+
+}  // namespace
+
+TEST(Linear, MatchesReferenceAtTextEncoderShapes) {
+  // 77 tokens of width 1024: q/k/v/out projections, the MLP's fc1 with exact GELU, fc2 with the residual.
+  check_linear({"attn-proj", 77, 1024, 1024}, DType::F32, 10);
+  check_linear({"fc1-gelu", 77, 1024, 4096, true, Act::GELU}, DType::F16, 11);
+  check_linear({"fc2-residual", 77, 4096, 1024, true, Act::None, true}, DType::F32, 12);
+}
+
+TEST(Linear, MatchesReferenceAtUNetShapes) {
+  check_linear({"proj-in-320", 256, 320, 320}, DType::F32, 20);
+  check_linear({"geglu-proj-320", 256, 320, 2560}, DType::F16, 21);
+  check_linear({"to-k-cross-640", 77, 1024, 640, false}, DType::F32, 22);
+  check_linear({"proj-out-1280-residual", 64, 1280, 1280, true, Act::None, true}, DType::F16, 23);
+  check_linear({"ff-out-1280", 16, 5120, 1280, true, Act::None, true}, DType::F32, 24);
+  check_linear({"time-embedding-silu", 1, 320, 1280, true, Act::SiLU}, DType::F32, 25);
+}
+
+TEST(Linear, MatchesReferenceAtOddShapesAcrossTileEdges) {
+  for (DType storage : {DType::F32, DType::F16}) {
+    check_linear({"odd", 13, 127, 37}, storage, 30);
+    check_linear({"scalar", 1, 1, 1}, storage, 31);
+    check_linear({"tile-plus-one", 65, 17, 65, true, Act::None, true}, storage, 32);
+    check_linear({"wide-odd", 130, 67, 129, false, Act::ReLU}, storage, 33);
+  }
+}
+
+TEST(Linear, AppliesEachActivationBeforeTheResidual) {
+  for (Act act : {Act::None, Act::SiLU, Act::GELU, Act::ReLU})
+    check_linear({"act", 33, 96, 70, true, act, true}, DType::F32, 40 + static_cast<int>(act));
+}
+
+TEST(Conv2d, MatchesReferenceAtUNetShapes) {
+  check_conv({"conv-in", conv(4, 16, 16, 320, 3, 1, 1)}, DType::F32, 50);
+  check_conv({"resnet-320", conv(320, 16, 16, 320, 3, 1, 1), true, true}, DType::F16, 51);
+  check_conv({"resnet-320-640", conv(320, 8, 8, 640, 3, 1, 1)}, DType::F32, 52);
+  check_conv({"shortcut-1x1-residual", conv(640, 8, 8, 320, 1, 1, 0), true, true}, DType::F32, 53);
+  check_conv({"downsample", conv(320, 16, 16, 320, 3, 2, 1)}, DType::F16, 54);
+  check_conv({"resnet-1280", conv(1280, 8, 8, 1280, 3, 1, 1)}, DType::F16, 55);
+  check_conv({"conv-out", conv(320, 16, 16, 4, 3, 1, 1)}, DType::F32, 56);
+}
+
+TEST(Conv2d, MatchesReferenceAtVaeShapes) {
+  check_conv({"post-quant-1x1", conv(4, 16, 16, 4, 1, 1, 0)}, DType::F32, 60);
+  check_conv({"conv-in", conv(4, 16, 16, 512, 3, 1, 1)}, DType::F32, 61);
+  check_conv({"resnet-512", conv(512, 8, 8, 512, 3, 1, 1), true, true}, DType::F32, 62);
+  check_conv({"resnet-128", conv(128, 32, 32, 128, 3, 1, 1)}, DType::F16, 63);
+  check_conv({"shortcut-512-256", conv(512, 16, 16, 256, 1, 1, 0), true, true}, DType::F16, 64);
+  check_conv({"conv-out-rgb", conv(128, 32, 32, 3, 3, 1, 1)}, DType::F32, 65);
+  // The encoder's Downsample2D: pad right and bottom by one, then stride 2 without padding.
+  ref::ConvShape down = conv(128, 16, 16, 128, 3, 2, 0);
+  down.pad_bottom = down.pad_right = 1;
+  check_conv({"encoder-downsample", down}, DType::F32, 66);
+  // The decoder's Upsample2D: nearest 2x folded into the convolution's reads.
+  ref::ConvShape up = conv(256, 8, 8, 256, 3, 1, 1);
+  up.upsample2x = true;
+  check_conv({"upsample-fused", up}, DType::F16, 67);
+}
+
+TEST(Conv2d, MatchesReferenceAtOddShapesStridesAndPadding) {
+  for (DType storage : {DType::F32, DType::F16}) {
+    check_conv({"odd-3x3", conv(13, 7, 9, 7, 3, 1, 1)}, storage, 70);
+    check_conv({"odd-stride2", conv(13, 7, 9, 7, 3, 2, 1), false}, storage, 71);
+    check_conv({"odd-1x1", conv(13, 7, 9, 5, 1, 1, 0), true, true}, storage, 72);
+    check_conv({"1x1-stride2", conv(13, 7, 9, 5, 1, 2, 0)}, storage, 73);
+    check_conv({"3x3-no-pad", conv(5, 6, 11, 66, 3, 1, 0), false, true}, storage, 74);
+    ref::ConvShape up = conv(3, 5, 3, 17, 3, 1, 1);
+    up.upsample2x = true;
+    check_conv({"odd-upsample", up}, storage, 75);
+  }
+}
+
+TEST(Conv2d, FusedUpsampleEqualsUpsampleThenConvolution) {
+  auto& ctx = test::kernel_context();
+  const auto x_host = uniform(64 * 6 * 5, 80, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(32 * 64 * 9, 81, 0.05f), {32, 64, 3, 3}, DType::F32);
+  const nn::Tensor x = nn::upload(ctx, x_host, {64, 6, 5});
+  nn::ConvGeometry g;
+  g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
+  g.upsample2x = true;
+  const auto fused = nn::download(ctx, nn::conv2d(ctx, x, w.tensor, nullptr, g));
+  const auto separate = nn::download(ctx, nn::conv2d(ctx, nn::upsample_nearest2x(ctx, x), w.tensor, nullptr, 1, 1));
+  // The same products summed in the same order: identical bits.
+  EXPECT_EQ(fused, separate);
+}
+
+TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
+  // The GPU row (the suite itself runs the CPU row on PoCL) and the fallback row for small work-groups.
+  // (Each configuration is a separate kernel build and PoCL takes seconds per build, so only these two; a
+  // tuning run checks its own rows with SDT_GEMM_TILE and the whole suite.)
+  const std::vector<nn::detail::GemmConfig> configs = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+  const nn::detail::GemmConfig linear_row = nn::detail::gemm_config(test::kernel_context(), 0);
+  const nn::detail::GemmConfig conv_row = nn::detail::gemm_config(test::kernel_context(), 2);
+  for (const auto& config : configs) {
+    ASSERT_TRUE(config.valid());
+    nn::detail::set_gemm_override(config);
+    SCOPED_TRACE(config.defines());
+    const int builds =
+        test::kernel_context().programs().stats().source_builds + test::kernel_context().programs().stats().disk_hits;
+    check_linear({"config", 70, 100, 130, true, Act::GELU, true}, DType::F16, 90);
+    check_conv({"config", conv(19, 9, 7, 33, 3, 2, 1), true, true}, DType::F32, 91);
+    EXPECT_EQ(
+        test::kernel_context().programs().stats().source_builds + test::kernel_context().programs().stats().disk_hits,
+        builds + (config == linear_row ? 0 : 1) + (config == conv_row ? 0 : 1))
+        << "each configuration must build its own kernels";
+  }
+  nn::detail::set_gemm_override(std::nullopt);
+}
+
+TEST(Gemm, SplittingKGivesTheSameResultsAsOneSlice) {
+  // Split-K runs when the tiles alone cannot fill the device (77-token products and 8×8 maps on a GPU); here
+  // it is forced, including more slices than K steps and slices that end inside a K tile.
+  for (int splits : {2, 3, 7, 40}) {
+    nn::detail::set_gemm_split_override(splits);
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    check_linear({"split", 77, 300, 130, true, Act::GELU, true}, DType::F16, 95);
+    check_conv({"split", conv(64, 8, 8, 90, 3, 1, 1), true, true}, DType::F32, 96);
+    check_conv({"split-1x1", conv(200, 5, 7, 33, 1, 1, 0), true, false}, DType::F32, 97);
+  }
+  nn::detail::set_gemm_split_override(std::nullopt);
+  // And by itself: one tile of a long K on this device.
+  EXPECT_GT(nn::detail::gemm_splits(test::kernel_context(), 1, 4096, 16), 1);
+  EXPECT_EQ(nn::detail::gemm_splits(test::kernel_context(), 100000, 4096, 16), 1);
+}
