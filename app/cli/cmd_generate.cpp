@@ -9,10 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "options.hpp"
 #include "sdt/engine.hpp"
@@ -59,27 +58,26 @@ fs::path tiny_path_for(const fs::path& output) {
   return output.parent_path() / (output.stem().string() + "_taesd" + output.extension().string());
 }
 
-std::string describe_stage_ms(double ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%10.1f", ms);
-  return text;
-}
-
 void print_timings(const Engine& engine, const Result& r) {
   const StageTimings& t = r.timings;
-  std::fprintf(stderr, "stage                     ms\n");
-  auto row = [](const std::string& name, double ms, const char* note = "") {
-    std::fprintf(stderr, "%-16s %s %s\n", name.c_str(), describe_stage_ms(ms).c_str(), note);
+  std::fprintf(stderr, "stage                   ms   peak MiB\n");
+  auto row = [&](const std::string& name, double ms, const std::string& peak_stage = {}, const char* note = "") {
+    const auto peak = t.stage_peak_bytes.find(peak_stage.empty() ? name : peak_stage);
+    if (peak != t.stage_peak_bytes.end())
+      std::fprintf(stderr, "%-14s %10.1f %10.1f %s\n", name.c_str(), ms, static_cast<double>(peak->second) / (1 << 20),
+                   note);
+    else
+      std::fprintf(stderr, "%-14s %10.1f %10s %s\n", name.c_str(), ms, "", note);
   };
-  row("tokenize", t.tokenize_ms);
-  row("text encoder", t.text_encoder_ms, t.text_cache_hit ? "(cached prompt)" : "");
-  if (t.vae_encode_ms > 0) row("vae encode", t.vae_encode_ms);
+  row("tokenize", t.tokenize_ms, "-");
+  row("text encoder", t.text_encoder_ms, {}, t.text_cache_hit ? "(cached prompt)" : "");
+  if (t.stage_peak_bytes.count("vae encode")) row("vae encode", t.vae_encode_ms);
   for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i) row("unet step " + std::to_string(i + 1), t.unet_step_ms[i]);
-  if (t.vae_decode_ms > 0) row("vae decode", t.vae_decode_ms);
-  if (t.taesd_decode_ms > 0) row("taesd decode", t.taesd_decode_ms);
+  if (t.stage_peak_bytes.count("vae decode")) row("vae decode", t.vae_decode_ms);
+  if (t.stage_peak_bytes.count("taesd decode")) row("taesd decode", t.taesd_decode_ms);
   row("read-back", t.readback_ms);
-  if (t.kernel_build_ms > 0) row("kernel build", t.kernel_build_ms, "(first run only)");
-  row("total", t.total_ms, "(host clock)");
+  if (t.kernel_build_ms > 0) row("kernel build", t.kernel_build_ms, "-", "(first run only)");
+  row("total", t.total_ms, "-", "(host clock)");
   const LoadTimings& l = engine.load_timings();
   std::fprintf(stderr,
                "one-time: model load %.1f ms, upload %.1f ms (%.1f MiB of weights), kernel builds %.1f ms "
@@ -99,13 +97,13 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
   j["height"] = request.height;
   j["steps"] = request.steps;
   j["decoder"] = to_string(request.decoder);
-  j["stages_ms"] = {{"tokenize", t.tokenize_ms},         {"text_encoder", t.text_encoder_ms},
-                    {"vae_encode", t.vae_encode_ms},     {"unet_steps", t.unet_step_ms},
-                    {"vae_decode", t.vae_decode_ms},     {"taesd_decode", t.taesd_decode_ms},
-                    {"readback", t.readback_ms},         {"kernel_build", t.kernel_build_ms},
-                    {"total", t.total_ms}};
+  j["stages_ms"] = {
+      {"tokenize", t.tokenize_ms},    {"text_encoder", t.text_encoder_ms}, {"vae_encode", t.vae_encode_ms},
+      {"unet_steps", t.unet_step_ms}, {"vae_decode", t.vae_decode_ms},     {"taesd_decode", t.taesd_decode_ms},
+      {"readback", t.readback_ms},    {"kernel_build", t.kernel_build_ms}, {"total", t.total_ms}};
   j["text_cache_hit"] = t.text_cache_hit;
   j["peak_device_bytes"] = t.peak_device_bytes;
+  j["stage_peak_bytes"] = t.stage_peak_bytes;
   j["stage_flops"] = t.stage_flops;
   j["load_ms"] = {{"model_load", l.model_load_ms}, {"upload", l.upload_ms}, {"kernel_build", l.kernel_build_ms}};
   j["kernel_cache"] = {{"hits", l.kernel_cache_hits}, {"misses", l.kernel_cache_misses}};
@@ -184,8 +182,10 @@ int run_generate(const Options& o) {
   ProgressCallback progress;
   if (o.verbose)
     progress = [](const Progress& p) {
-      if (p.steps > 0) std::fprintf(stderr, "  %s %d/%d\n", p.stage.c_str(), p.step, p.steps);
-      else std::fprintf(stderr, "  %s\n", p.stage.c_str());
+      if (p.steps > 0)
+        std::fprintf(stderr, "  %s %d/%d\n", p.stage.c_str(), p.step, p.steps);
+      else
+        std::fprintf(stderr, "  %s\n", p.stage.c_str());
     };
   const Result result = engine.generate(request, progress, &g_cancel);
   for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());

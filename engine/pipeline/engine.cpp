@@ -4,6 +4,7 @@
 // stage), NaN/Inf checks that name the stage instead of saving a black image, the single read-back, stage
 // timings from profiling events, and recovery after a device failure (the context and models are rebuilt on
 // the next call).
+#include <algorithm>
 #include <chrono>
 
 #include "io/model_files.hpp"
@@ -22,10 +23,14 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-nn::DType storage_of(WeightStorage w) { return w == WeightStorage::F32 ? nn::DType::F32 : nn::DType::F16; }
+nn::DType storage_of(WeightStorage w) {
+  return w == WeightStorage::F32 ? nn::DType::F32 : nn::DType::F16;
+}
 
 // "unet step 2" → "unet"; other labels are already what Progress::stage documents.
-std::string progress_stage(const std::string& label) { return label.rfind("unet step", 0) == 0 ? "unet" : label; }
+std::string progress_stage(const std::string& label) {
+  return label.rfind("unet step", 0) == 0 ? "unet" : label;
+}
 
 // Throws Error (Device) naming the stage when t holds NaN or Inf; sets `found` first so the caller knows the
 // device itself is fine (no need to rebuild the context).
@@ -35,8 +40,8 @@ void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& prod
   if (bad > 0) found = true;
   if (bad > 0)
     throw Error(ErrorKind::Device,
-                producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
-                    " of " + std::to_string(t.numel()) + "; no image was made",
+                producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what + " of " +
+                    std::to_string(t.numel()) + "; no image was made",
                 "try --weights fp32, another device or driver, or check the model file for NaN weights");
 }
 
@@ -44,9 +49,12 @@ void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& prod
 
 const char* to_string(Decoder decoder) {
   switch (decoder) {
-    case Decoder::Full: return "full";
-    case Decoder::Tiny: return "tiny";
-    case Decoder::Both: return "both";
+    case Decoder::Full:
+      return "full";
+    case Decoder::Tiny:
+      return "tiny";
+    case Decoder::Both:
+      return "both";
   }
   return "full";
 }
@@ -58,7 +66,9 @@ std::optional<Decoder> parse_decoder(const std::string& text) {
   return std::nullopt;
 }
 
-Engine::Impl::Impl(const EngineOptions& options) : options_(options) { open(); }
+Engine::Impl::Impl(const EngineOptions& options) : options_(options) {
+  open();
+}
 
 void Engine::Impl::open() {
   auto log = log::get("engine");
@@ -75,7 +85,7 @@ void Engine::Impl::open() {
     open_options.config_dir = options_.model_config;
     files_ = io::open_model(options_.model, open_options);
   }
-  for (const auto& warning : files_.warnings) log->warn("{}", warning);
+  for (const auto& warning : files_.warnings) log->info("{}", warning);
   pipeline::Pipeline::check_model(files_);
   if (options_.require_taesd && !(files_.taesd && files_.taesd->has_decoder))
     throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for, and " + files_.name + " has none",
@@ -89,6 +99,7 @@ void Engine::Impl::open() {
   summary_.random_weights = files_.random_weights;
   summary_.has_taesd = files_.taesd.has_value() && files_.taesd->has_decoder;
   summary_.has_vae_encoder = files_.has_vae_encoder;
+  summary_.warnings = files_.warnings;
   if (files_.random_weights)
     log->info("{}: seeded RANDOM weights (ModelSummary::random_weights): images are noise, for testing only",
               files_.name);
@@ -135,7 +146,18 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   bool non_finite = false;
   try {
     pipeline::StageFences fences(ctx);
+    std::string current_stage;
+    // Allocations happen as work is enqueued, so the peak since the last boundary belongs to the stage before.
+    auto close_stage = [&](const std::string& next) {
+      if (!current_stage.empty()) {
+        auto& peak = result.timings.stage_peak_bytes[current_stage];
+        peak = std::max(peak, ctx.memory().peak_bytes);
+        ctx.reset_peak();
+      }
+      current_stage = next;
+    };
     auto hook = [&](const std::string& stage, int step, int steps) {
+      close_stage(stage);
       fences.mark();
       if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + stage);
       if (on_progress) on_progress({progress_stage(stage), step, steps});
@@ -159,6 +181,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       ctx.set_stage("taesd decode");
       rgb_taesd = nn::to_rgb8(ctx, out.image_taesd, 1.0f, 0.0f);
     }
+    close_stage("read-back");
     fences.mark();
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
     if (on_progress) on_progress({"read-back", 0, 0});
@@ -198,6 +221,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     }
     result.latents = nn::download(ctx, out.latents);
     result.timings.readback_ms = ms_since(readback_start);
+    close_stage({});
     result.timings.tokenize_ms = out.tokenize_ms;
     result.timings.text_cache_hit = out.text_cache_hit;
   } catch (...) {
@@ -226,7 +250,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   load_.kernel_cache_hits += stats.disk_hits - disk_hits_before;
   load_.kernel_cache_misses += stats.source_builds - builds_before;
   result.timings.stage_flops = ctx.take_flops();
-  result.timings.peak_device_bytes = ctx.memory().peak_bytes;
+  for (const auto& [stage, bytes] : result.timings.stage_peak_bytes)
+    result.timings.peak_device_bytes = std::max(result.timings.peak_device_bytes, bytes);
   result.timings.total_ms = ms_since(start);
   return result;
 }
@@ -235,13 +260,32 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(opti
 Engine::~Engine() = default;
 
 Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel) {
-  return impl_->generate(request, on_progress, cancel);
+  try {
+    return impl_->generate(request, on_progress, cancel);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OutOfMemory) throw;
+    // Impl::generate has already dropped the cached prompt embeddings and the pool's free buffers. The second
+    // try computes the same thing in the same order, so the pixels are those the first would have given.
+    log::get("engine")->warn("device memory ran out ({}); caches freed, trying once more", e.message());
+    Result result = impl_->generate(request, on_progress, cancel);
+    result.warnings.push_back("the device ran out of memory on the first try (" + e.message() +
+                              "); the engine freed its caches and the second try succeeded");
+    return result;
+  }
 }
 
-void Engine::validate(const Request& request) const { impl_->validate(request); }
-const DeviceInfo& Engine::device() const { return impl_->device_; }
-const ModelSummary& Engine::model() const { return impl_->summary_; }
-const LoadTimings& Engine::load_timings() const { return impl_->load_; }
+void Engine::validate(const Request& request) const {
+  impl_->validate(request);
+}
+const DeviceInfo& Engine::device() const {
+  return impl_->device_;
+}
+const ModelSummary& Engine::model() const {
+  return impl_->summary_;
+}
+const LoadTimings& Engine::load_timings() const {
+  return impl_->load_;
+}
 
 std::vector<PngText> Engine::png_metadata(const Request& request, const Result& result, bool tiny_image) const {
   return impl_->png_metadata(request, result, tiny_image);

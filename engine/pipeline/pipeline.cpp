@@ -17,10 +17,8 @@ ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DT
   m.vae_decoder = std::make_unique<models::VaeDecoder>(root["vae"], files.vae);
   if (files.has_vae_encoder) m.vae_encoder = std::make_unique<models::VaeEncoder>(root["vae"], files.vae);
   if (files.taesd) {
-    if (files.taesd->has_decoder)
-      m.taesd_decoder = std::make_unique<models::TaesdDecoder>(root["taesd"], *files.taesd);
-    if (files.taesd->has_encoder)
-      m.taesd_encoder = std::make_unique<models::TaesdEncoder>(root["taesd"], *files.taesd);
+    if (files.taesd->has_decoder) m.taesd_decoder = std::make_unique<models::TaesdDecoder>(root["taesd"], *files.taesd);
+    if (files.taesd->has_encoder) m.taesd_encoder = std::make_unique<models::TaesdEncoder>(root["taesd"], *files.taesd);
   }
   return m;
 }
@@ -64,8 +62,9 @@ void Pipeline::check_model(const io::ModelFiles& files) {
                 "the parts of this model do not belong together");
 }
 
-
-int Pipeline::vae_scale_factor() const { return 1 << (static_cast<int>(vae_config_.block_out_channels.size()) - 1); }
+int Pipeline::vae_scale_factor() const {
+  return 1 << (static_cast<int>(vae_config_.block_out_channels.size()) - 1);
+}
 
 std::vector<std::int64_t> Pipeline::latent_shape(int width, int height) const {
   const int f = vae_scale_factor();
@@ -103,8 +102,9 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   if (request.init_image) {
     const Img2ImgStart start = img2img_start(request.steps, request.strength);
     if (start.steps_run < 1)
-      throw Error(ErrorKind::BadRequest, "img2img: strength " + std::to_string(request.strength) + " with " +
-                                             std::to_string(request.steps) + " steps runs no denoising step",
+      throw Error(ErrorKind::BadRequest,
+                  "img2img: strength " + std::to_string(request.strength) + " with " + std::to_string(request.steps) +
+                      " steps runs no denoising step",
                   "use steps × strength ≥ 1");
     out.begin_index = start.begin_index;
     latents = initial_latents_img2img(request, out.schedule, start.begin_index, generator, out, hook);
@@ -176,8 +176,9 @@ nn::Tensor Pipeline::initial_latents_img2img(const Request& request, const Euler
     nn::Tensor input = nn::upload(ctx_, image01, {3, H, W});
     init = nn::download(ctx_, (*models_.taesd_encoder)(ctx_, input));
   } else {
-    throw Error(ErrorKind::BadRequest, "img2img needs an image encoder, and this model has neither the VAE encoder "
-                                       "nor a TAESD encoder",
+    throw Error(ErrorKind::BadRequest,
+                "img2img needs an image encoder, and this model has neither the VAE encoder "
+                "nor a TAESD encoder",
                 "use a model with its full VAE, or drop --init-image");
   }
   const std::vector<float> noise = generator.randn(init.size());

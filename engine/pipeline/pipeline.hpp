@@ -65,8 +65,7 @@ struct DeviceOutputs {
 
 class Pipeline {
  public:
-  Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models,
-           std::size_t prompt_cache_entries = 16);
+  Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models, std::size_t prompt_cache_entries = 16);
 
   // What the pipeline needs of a model beyond what io validates (epsilon prediction, matching latent
   // channels); throws sdt::Error (BadModel). Cheap: call it before touching the device.

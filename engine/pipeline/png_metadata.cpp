@@ -4,7 +4,6 @@
 // (values with ',', ':' or a line break are JSON-quoted, as A1111 does), and an "sdturbo" JSON chunk with
 // everything needed to make the same image again: request, model, weight storage, schedule, device.
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "pipeline/engine_impl.hpp"
@@ -45,9 +44,10 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
   const std::string size = std::to_string(r.width) + "x" + std::to_string(r.height);
 
   std::string parameters = r.prompt + "\n";
-  parameters += "Steps: " + std::to_string(r.steps) + ", Sampler: Euler, Schedule type: " +
-                quote(files_.scheduler.timestep_spacing) + ", CFG scale: 0, Seed: " + std::to_string(result.seed) +
-                ", Size: " + size + ", Model hash: " + quote(summary_.hash) + ", Model: " + quote(model_label(summary_));
+  parameters += "Steps: " + std::to_string(r.steps) +
+                ", Sampler: Euler, Schedule type: " + quote(files_.scheduler.timestep_spacing) +
+                ", CFG scale: 0, Seed: " + std::to_string(result.seed) + ", Size: " + size +
+                ", Model hash: " + quote(summary_.hash) + ", Model: " + quote(model_label(summary_));
   if (r.init_image) {
     char strength[32];
     std::snprintf(strength, sizeof strength, "%g", r.strength);
@@ -73,7 +73,12 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
                 {"layout", summary_.layout},
                 {"hash", summary_.hash},
                 {"random_weights", summary_.random_weights}};
-  if (taesd) j["taesd"] = options_.taesd.empty() ? "(found next to the model)" : options_.taesd;
+  if (taesd) {
+    if (summary_.random_weights)
+      j["taesd"] = "(random weights, embedded)";
+    else
+      j["taesd"] = options_.taesd.empty() ? "(found next to the model)" : options_.taesd;
+  }
   j["weights"] = options_.weights == WeightStorage::F32 ? "fp32" : "fp16";
   j["scheduler"] = {{"type", "EulerDiscreteScheduler"},
                     {"timestep_spacing", files_.scheduler.timestep_spacing},
@@ -88,8 +93,7 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
   j["device"] = {{"name", device_.name}, {"platform", device_.platform_name}, {"driver", device_.driver_version}};
   if (result.dropped_tokens > 0) j["dropped_tokens"] = result.dropped_tokens;
 
-  return {{"parameters", parameters},
-          {"sdturbo", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
+  return {{"parameters", parameters}, {"sdturbo", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
 }
 
 }  // namespace sdt

@@ -22,15 +22,18 @@ constexpr int kSdMultiple = 64;  // the VAE (8) × the UNet's three halvings (8)
   throw Error(ErrorKind::BadRequest, message, hint);
 }
 
-std::string mib(std::uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+}
 
 }  // namespace
 
 void check_request(const Request& r) {
   for (const auto& [name, value] : {std::pair{"width", r.width}, std::pair{"height", r.height}}) {
     if (value < kMinSide || value > kMaxSide || value % kSdMultiple != 0)
-      reject(std::string(name) + " " + std::to_string(value) + " is not allowed: width and height must be multiples of " +
-                 std::to_string(kSdMultiple) + " from " + std::to_string(kMinSide) + " to " + std::to_string(kMaxSide),
+      reject(std::string(name) + " " + std::to_string(value) +
+                 " is not allowed: width and height must be multiples of " + std::to_string(kSdMultiple) + " from " +
+                 std::to_string(kMinSide) + " to " + std::to_string(kMaxSide),
              "SD-Turbo was trained at 512×512");
   }
   if (r.steps < 1 || r.steps > kMaxSteps)
@@ -66,8 +69,8 @@ void Engine::Impl::validate(const Request& r) const {
   const int unet_factor = 1 << (static_cast<int>(files_.unet.block_out_channels.size()) - 1);
   const int multiple = vae_factor * unet_factor;
   if (r.width % multiple != 0 || r.height % multiple != 0)
-    reject("size " + std::to_string(r.width) + "×" + std::to_string(r.height) + " is not allowed for " +
-           summary_.name + ": width and height must be multiples of " + std::to_string(multiple));
+    reject("size " + std::to_string(r.width) + "×" + std::to_string(r.height) + " is not allowed for " + summary_.name +
+           ": width and height must be multiples of " + std::to_string(multiple));
   const bool tiny = r.decoder == Decoder::Tiny || r.decoder == Decoder::Both;
   if (tiny && !(files_.taesd && files_.taesd->has_decoder))
     reject(std::string("decoder \"") + to_string(r.decoder) + "\" needs TAESD, and " + summary_.name +

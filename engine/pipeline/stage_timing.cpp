@@ -24,10 +24,14 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
   static const std::string kUnetStep = "unet step ";
   std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
   for (const auto& k : recorded) {
-    if (k.stage == "text encoder") t.text_encoder_ms += k.duration_ms;
-    else if (k.stage == "vae encode") t.vae_encode_ms += k.duration_ms;
-    else if (k.stage == "vae decode") t.vae_decode_ms += k.duration_ms;
-    else if (k.stage == "taesd decode") t.taesd_decode_ms += k.duration_ms;
+    if (k.stage == "text encoder")
+      t.text_encoder_ms += k.duration_ms;
+    else if (k.stage == "vae encode")
+      t.vae_encode_ms += k.duration_ms;
+    else if (k.stage == "vae decode")
+      t.vae_decode_ms += k.duration_ms;
+    else if (k.stage == "taesd decode")
+      t.taesd_decode_ms += k.duration_ms;
     else if (k.stage.rfind(kUnetStep, 0) == 0) {
       const std::size_t step = std::stoul(k.stage.substr(kUnetStep.size()));
       if (step >= 1) {

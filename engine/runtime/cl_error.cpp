@@ -107,16 +107,17 @@ struct Fault {
   std::string call;
   cl_int status = CL_SUCCESS;
   int skip = 0;
+  int times = 1;  // how many matching checks fail once skipping is done; < 0: until disarmed
 };
 std::mutex g_fault_mutex;
 Fault g_fault;
 std::atomic<bool> g_fault_armed{false};
 }  // namespace
 
-void arm_fault(std::string call, cl_int status, int skip) {
+void arm_fault(std::string call, cl_int status, int skip, int times) {
   std::lock_guard lock(g_fault_mutex);
-  g_fault = Fault{std::move(call), status, skip};
-  g_fault_armed = true;
+  g_fault = Fault{std::move(call), status, skip, times};
+  g_fault_armed = times != 0;
 }
 
 void disarm_faults() {
@@ -132,7 +133,7 @@ cl_int inject(cl_int status, const char* call) {
     --g_fault.skip;
     return status;
   }
-  g_fault_armed = false;
+  if (g_fault.times > 0 && --g_fault.times == 0) g_fault_armed = false;
   log::get("cl")->warn("fault injection: {} fails with {}", call, error_name(g_fault.status));
   return g_fault.status;
 }

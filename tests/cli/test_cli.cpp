@@ -6,18 +6,18 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "sdt/image.hpp"
 #include "test_common.hpp"
 
 #ifndef _WIN32
-#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 #endif
 
 namespace sdt::test {
@@ -27,8 +27,10 @@ namespace fs = std::filesystem;
 
 fs::path cli_binary() {
   fs::path dir;
-  if (const char* env = std::getenv("SDT_TEST_BIN_DIR"); env && *env) dir = env;
-  else dir = fs::canonical("/proc/self/exe").parent_path();
+  if (const char* env = std::getenv("SDT_TEST_BIN_DIR"); env && *env)
+    dir = env;
+  else
+    dir = fs::canonical("/proc/self/exe").parent_path();
   const fs::path bin = dir / "sdturbo-cli";
   if (!fs::exists(bin)) ADD_FAILURE() << bin << " not found: build the sdturbo-cli target";
   return bin;
@@ -62,7 +64,8 @@ CliRun run_cli(const std::vector<std::string>& args, bool with_device = true) {
   std::string command = quoted(cli_binary().string());
   for (const auto& a : args) command += " " + quoted(a);
   if (with_device) {
-    if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) command += " --device " + quoted(device);
+    if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device)
+      command += " --device " + quoted(device);
     command += " --cache-dir " + quoted(kernel_cache().string());
   }
   const fs::path out = logs.path() / "stdout.txt", err = logs.path() / "stderr.txt";
@@ -79,7 +82,9 @@ CliRun run_cli(const std::vector<std::string>& args, bool with_device = true) {
   return r;
 }
 
-std::string fixture(const std::string& name) { return (tiny_fixture_dir() / name).string(); }
+std::string fixture(const std::string& name) {
+  return (tiny_fixture_dir() / name).string();
+}
 
 // A single file of the fixture cannot tell its head counts (widths not multiples of 64): pass the configs.
 std::vector<std::string> single_file(const std::string& name) {
@@ -117,9 +122,10 @@ nlohmann::json find_case(const std::string& name) {
 }
 
 std::vector<std::string> case_args(const nlohmann::json& c) {
-  return {"--prompt", c["prompt"].get<std::string>(), "--seed", std::to_string(c["seed"].get<std::uint64_t>()),
-          "--width", std::to_string(c["width"].get<int>()), "--height", std::to_string(c["height"].get<int>()),
-          "--steps", std::to_string(c["steps"].get<int>()), "--weights", "fp32"};
+  return {
+      "--prompt", c["prompt"].get<std::string>(),        "--seed",    std::to_string(c["seed"].get<std::uint64_t>()),
+      "--width",  std::to_string(c["width"].get<int>()), "--height",  std::to_string(c["height"].get<int>()),
+      "--steps",  std::to_string(c["steps"].get<int>()), "--weights", "fp32"};
 }
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -137,21 +143,22 @@ TEST(Cli, ReproducesEveryOneStepFixtureImageAcrossAllLayoutsWithBothDecoders) {
     const char* taesd;  // "": the taesd/ folder beside the model is found
   };
   const LayoutRun runs[] = {{"case0", "model", ""},
-                      {"case1", "model", "taesd_decoder.safetensors"},
-                      {"case2", "model", "taesd"},
-                      {"case3", "model.ldm.safetensors", ""},
-                      {"case4", "model.ldm.safetensors", "taesd_decoder.safetensors"},
-                      {"case5", "model.sgm.safetensors", "taesd"},
-                      {"case6", "model.sgm.safetensors", ""}};
+                            {"case1", "model", "taesd_decoder.safetensors"},
+                            {"case2", "model", "taesd"},
+                            {"case3", "model.ldm.safetensors", ""},
+                            {"case4", "model.ldm.safetensors", "taesd_decoder.safetensors"},
+                            {"case5", "model.sgm.safetensors", "taesd"},
+                            {"case6", "model.sgm.safetensors", ""}};
   for (const LayoutRun& run : runs) {
     const std::string name = run.case_name;
     const auto vae = dir.path() / (name + "_vae.png"), tiny = dir.path() / (name + "_taesd.png");
-    std::vector<std::string> args = std::string(run.model) == "model" ? std::vector<std::string>{"--model", fixture("model")}
-                                                                      : single_file(run.model);
+    std::vector<std::string> args = std::string(run.model) == "model"
+                                        ? std::vector<std::string>{"--model", fixture("model")}
+                                        : single_file(run.model);
     if (*run.taesd) args = args + std::vector<std::string>{"--taesd", fixture(run.taesd)};
-    const CliRun r = run_cli(case_args(find_case(name)) + args +
-                             std::vector<std::string>{"--decoder", "both", "--output", vae.string(), "--output-tiny",
-                                                      tiny.string()});
+    const CliRun r = run_cli(
+        case_args(find_case(name)) + args +
+        std::vector<std::string>{"--decoder", "both", "--output", vae.string(), "--output-tiny", tiny.string()});
     ASSERT_EQ(r.exit_code, 0) << name << " from " << run.model << ": " << r.err;
     std::printf("  %s from %s, TAESD %s:\n", run.case_name, run.model, *run.taesd ? run.taesd : "found beside it");
     expect_same_pixels(vae, name + "_vae.png");
@@ -163,8 +170,8 @@ TEST(Cli, ReproducesTwoAndFourStepsAndImg2Img) {
   TempDir dir("sdt-test-cli");
   for (const char* name : {"steps2", "steps4"}) {
     const auto out = dir.path() / "out.png";
-    const CliRun r = run_cli(case_args(find_case(name)) +
-                          single_file("model.sgm.safetensors") + std::vector<std::string>{"--output", out.string()});
+    const CliRun r = run_cli(case_args(find_case(name)) + single_file("model.sgm.safetensors") +
+                             std::vector<std::string>{"--output", out.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     expect_same_pixels(out, std::string(name) + "_vae.png");
   }
@@ -172,9 +179,10 @@ TEST(Cli, ReproducesTwoAndFourStepsAndImg2Img) {
   const auto out = dir.path() / "img2img.png";
   // No --width/--height: the size comes from the init image.
   const CliRun r = run_cli(single_file("model.ldm.safetensors") +
-                        std::vector<std::string>{"--prompt", c["prompt"].get<std::string>(),
-                         "--seed", std::to_string(c["seed"].get<int>()), "--steps", "2", "--strength", "0.5",
-                         "--init-image", fixture("img2img_input.png"), "--weights", "fp32", "--output", out.string()});
+                           std::vector<std::string>{"--prompt", c["prompt"].get<std::string>(), "--seed",
+                                                    std::to_string(c["seed"].get<int>()), "--steps", "2", "--strength",
+                                                    "0.5", "--init-image", fixture("img2img_input.png"), "--weights",
+                                                    "fp32", "--output", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_same_pixels(out, "img2img_vae.png");
 }
@@ -182,8 +190,9 @@ TEST(Cli, ReproducesTwoAndFourStepsAndImg2Img) {
 TEST(Cli, SameSeedTwiceWritesIdenticalBytesAndTheTimingTable) {
   TempDir dir("sdt-test-cli");
   const auto a = dir.path() / "a.png", b = dir.path() / "b.png", timings = dir.path() / "t.json";
-  const std::vector<std::string> args = {"--model", fixture("model"), "--prompt", "same seed, same bytes", "--seed",
-                                         "7", "--width", "64", "--height", "64", "--decoder", "tiny"};
+  const std::vector<std::string> args = {
+      "--model", fixture("model"), "--prompt", "same seed, same bytes", "--seed", "7", "--width", "64", "--height",
+      "64",      "--decoder",      "tiny"};
   const CliRun first = run_cli(args + std::vector<std::string>{"--output", a.string(), "--timings", timings.string()});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const CliRun second = run_cli(args + std::vector<std::string>{"--output", b.string()});
@@ -202,7 +211,7 @@ TEST(Cli, BothDecodersWithoutOutputTinyWritesBesideTheOutput) {
   TempDir dir("sdt-test-cli");
   const auto out = dir.path() / "pair.png";
   const CliRun r = run_cli({"--model", fixture("model"), "--prompt", "pair", "--width", "64", "--height", "64",
-                         "--decoder", "both", "--output", out.string()});
+                            "--decoder", "both", "--output", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out));
   EXPECT_TRUE(fs::exists(dir.path() / "pair_taesd.png"));
@@ -226,16 +235,17 @@ TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
   };
   for (const Case& c : cases) {
     const CliRun r = run_cli(std::vector<std::string>{"--model", fixture("model"), "--prompt", "x", "--output", out,
-                                                   "--device", "no-such-device-anywhere"} +
-                              c.args,
-                          false);
+                                                      "--device", "no-such-device-anywhere"} +
+                                 c.args,
+                             false);
     EXPECT_EQ(r.exit_code, 1) << c.expected;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << "expected \"" << c.expected << "\" in: " << r.err;
     EXPECT_EQ(r.err.find("no-such-device"), std::string::npos) << "a device was looked for: " << r.err;
   }
-  const CliRun unwritable = run_cli({"--model", fixture("model"), "--prompt", "x", "--output",
-                                  (dir.path() / "no" / "such" / "folder.png").string(), "--device", "no-such-device"},
-                                 false);
+  const CliRun unwritable =
+      run_cli({"--model", fixture("model"), "--prompt", "x", "--output",
+               (dir.path() / "no" / "such" / "folder.png").string(), "--device", "no-such-device"},
+              false);
   EXPECT_EQ(unwritable.exit_code, 1);
   EXPECT_NE(unwritable.err.find("does not exist"), std::string::npos) << unwritable.err;
   EXPECT_FALSE(fs::exists(out));
@@ -255,9 +265,9 @@ TEST(Cli, CtrlCCancelsCleanlyAndWritesNoFile) {
   if (pid == 0) {
     dup2(err_pipe[1], STDERR_FILENO);
     close(err_pipe[0]);
-    std::vector<const char*> argv = {bin.c_str(), "--model", model.c_str(), "--prompt", "cancel me", "--steps", "4",
-                                     "--width", "256", "--height", "256", "--output", out_s.c_str(), "--cache-dir",
-                                     cache.c_str(), "-v"};
+    std::vector<const char*> argv = {bin.c_str(),   "--model",     model.c_str(), "--prompt", "cancel me", "--steps",
+                                     "4",           "--width",     "256",         "--height", "256",       "--output",
+                                     out_s.c_str(), "--cache-dir", cache.c_str(), "-v"};
     if (device && *device) {
       argv.push_back("--device");
       argv.push_back(device);

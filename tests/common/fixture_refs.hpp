@@ -8,10 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "io/mapped_file.hpp"
 #include "io/safetensors.hpp"
@@ -73,8 +72,9 @@ struct ModelLayout {
   const char* path;  // relative to tiny_fixture_dir()
 };
 inline const std::vector<ModelLayout>& model_layouts() {
-  static const std::vector<ModelLayout> layouts = {
-      {"DiffusersFolder", "model"}, {"SingleFileLdm", "model.ldm.safetensors"}, {"SingleFileSgm", "model.sgm.safetensors"}};
+  static const std::vector<ModelLayout> layouts = {{"DiffusersFolder", "model"},
+                                                   {"SingleFileLdm", "model.ldm.safetensors"},
+                                                   {"SingleFileSgm", "model.sgm.safetensors"}};
   return layouts;
 }
 

@@ -33,7 +33,7 @@ TEST(EngineAccuracy, OneStepReproducesDiffusersImagesFromBothDecoders) {
 TEST(EngineAccuracy, AnotherSeedReusesThePromptEmbeddingAndMatchesDiffusers) {
   const FixtureRefs& refs = FixtureRefs::get();
   Engine& engine = fixture_engine();
-  (void)engine.generate(fixture_request(refs.find_case("case3")));  // the prompt is now cached
+  (void)engine.generate(fixture_request(refs.find_case("case3")));             // the prompt is now cached
   const Result r = engine.generate(fixture_request(refs.find_case("case4")));  // same prompt, seed 42
   EXPECT_TRUE(r.timings.text_cache_hit);
   const Diff dl = report("case4 latents_final (cached prompt)", r.latents, refs.tensor("case4_latents_final"));
@@ -68,8 +68,8 @@ TEST(EngineAccuracy, Img2ImgDrawsLikeDiffusersAndMatchesItsImage) {
   const Diff ds = report("img2img_vae_std", out.init_std, refs.tensor("img2img_vae_std"));
   EXPECT_LE(dm.rel_l2, 1e-4);
   EXPECT_LE(ds.rel_l2, 1e-4);
-  const Diff d = report("img2img image_vae", float_image(engine, out.image_vae, 0.5f, 0.5f),
-                        refs.tensor("img2img_image_vae"));
+  const Diff d =
+      report("img2img image_vae", float_image(engine, out.image_vae, 0.5f, 0.5f), refs.tensor("img2img_image_vae"));
   EXPECT_EQ(d.non_finite, 0u);
   EXPECT_LE(d.max_abs, kImageMaxDiff);
 }
@@ -81,10 +81,10 @@ TEST(EngineAccuracy, Fp16WeightStorageStaysCloseToFp32) {
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
   std::printf("  fp16 weight storage against the fp32 diffusers references:\n");
-  const Diff dt = report("case0 text_hidden (fp16 weights)", nn::download(ctx, *out.text_hidden),
-                         refs.tensor("case0_text_hidden"));
-  const Diff dl = report("case0 latents_final (fp16 weights)", nn::download(ctx, out.latents),
-                         refs.tensor("case0_latents_final"));
+  const Diff dt =
+      report("case0 text_hidden (fp16 weights)", nn::download(ctx, *out.text_hidden), refs.tensor("case0_text_hidden"));
+  const Diff dl =
+      report("case0 latents_final (fp16 weights)", nn::download(ctx, out.latents), refs.tensor("case0_latents_final"));
   const Diff dv = report("case0 image_vae (fp16 weights)", float_image(engine, out.image_vae, 0.5f, 0.5f),
                          refs.tensor("case0_image_vae"));
   const Diff dq = report("case0 image_taesd (fp16 weights)", float_image(engine, out.image_taesd, 1.0f, 0.0f),

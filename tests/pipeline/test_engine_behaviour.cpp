@@ -11,6 +11,7 @@
 
 #include "engine_fixture.hpp"
 #include "io/safetensors.hpp"
+#include "runtime/cl_error.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::test {
@@ -63,6 +64,11 @@ TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
   EXPECT_GT(t.taesd_decode_ms, 0);
   EXPECT_GT(t.total_ms, 0);
   EXPECT_GT(t.peak_device_bytes, engine.load_timings().weight_bytes);
+  for (const char* stage : {"text encoder", "unet step 1", "unet step 2", "vae decode", "taesd decode", "read-back"}) {
+    ASSERT_TRUE(t.stage_peak_bytes.count(stage)) << stage;
+    EXPECT_GE(t.stage_peak_bytes.at(stage), engine.load_timings().weight_bytes) << stage;
+    EXPECT_LE(t.stage_peak_bytes.at(stage), t.peak_device_bytes) << stage;
+  }
   EXPECT_FALSE(r.image_tiny.empty());
   std::printf("  text %.1f ms, unet %.1f + %.1f ms, vae %.1f ms, taesd %.1f ms, read-back %.2f ms, total %.1f ms\n",
               t.text_encoder_ms, t.unet_step_ms[0], t.unet_step_ms[1], t.vae_decode_ms, t.taesd_decode_ms,
@@ -97,6 +103,76 @@ TEST(Engine, CancelRaisedBeforehandThrowsWithoutRunning) {
   EXPECT_THROW(fixture_engine().generate(small_request(), {}, &cancel), Error);
 }
 
+TEST(Engine, RecoversFromALostDeviceByReopeningItOnTheNextRequest) {
+  Engine& engine = fixture_engine();
+  Request request = small_request();
+  request.prompt = "device loss test";
+  const Result before = engine.generate(request);
+  // The 30th kernel launch reports the queue as gone, as a driver reset does.
+  cl::arm_fault("clEnqueueNDRangeKernel", CL_INVALID_COMMAND_QUEUE, 30);
+  try {
+    (void)engine.generate(request);
+    ADD_FAILURE() << "a generation whose queue failed returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device) << e.message();
+    EXPECT_NE(e.message().find("CL_INVALID_COMMAND_QUEUE"), std::string::npos) << e.message();
+  }
+  cl::disarm_faults();
+  EXPECT_TRUE(engine.impl().needs_reopen_);
+  const Result after = engine.generate(request);  // context and models rebuilt first
+  EXPECT_FALSE(engine.impl().needs_reopen_);
+  EXPECT_EQ(after.image.rgb, before.image.rgb);
+}
+
+TEST(Engine, RetriesOnceWithFreedCachesWhenTheDeviceRunsOutOfMemoryAndGivesTheSamePixels) {
+  Engine& engine = fixture_engine();
+  Request request = small_request();
+  request.prompt = "out of memory test";
+  const Result before = engine.generate(request);
+  ASSERT_GT(engine.impl().pipeline().prompt_cache().size(), 0u);
+  // The 12th kernel launch reports CL_OUT_OF_RESOURCES, as a driver does when memory runs out.
+  cl::arm_fault("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, 12);
+  const Result after = engine.generate(request);
+  cl::disarm_faults();
+  EXPECT_EQ(after.image.rgb, before.image.rgb);
+  ASSERT_EQ(after.warnings.size(), 1u);
+  EXPECT_NE(after.warnings[0].find("ran out of memory"), std::string::npos) << after.warnings[0];
+  EXPECT_FALSE(after.timings.text_cache_hit) << "the prompt cache was not freed before the second try";
+}
+
+TEST(Engine, MemoryThatStaysExhaustedFailsWithOutOfMemoryAndTheNextRequestWorks) {
+  Engine& engine = fixture_engine();
+  Request request = small_request();
+  request.prompt = "memory stays exhausted";
+  const Result before = engine.generate(request);
+  // Every kernel launch fails, so the retry with freed caches fails as well.
+  cl::arm_fault("clEnqueueNDRangeKernel", CL_MEM_OBJECT_ALLOCATION_FAILURE, 0, -1);
+  try {
+    (void)engine.generate(request);
+    cl::disarm_faults();
+    ADD_FAILURE() << "generation succeeded although no kernel could run";
+  } catch (const Error& e) {
+    cl::disarm_faults();
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << e.message();
+    EXPECT_NE(e.message().find("CL_MEM_OBJECT_ALLOCATION_FAILURE"), std::string::npos) << e.message();
+  }
+  const Result after = engine.generate(request);
+  EXPECT_EQ(after.image.rgb, before.image.rgb);
+  EXPECT_TRUE(after.warnings.empty());
+}
+
+TEST(Engine, CancelWhileLoadingStopsTheUpload) {
+  std::atomic<bool> cancel{true};
+  EngineOptions o = fixture_engine_options();
+  o.cancel = &cancel;
+  try {
+    Engine engine(o);
+    ADD_FAILURE() << "the engine opened although loading was cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.message();
+  }
+}
+
 TEST(Engine, PngMetadataCarriesA1111ParametersAndReproducibleJsonWithUtf8) {
   Engine& engine = fixture_engine();
   Request request = small_request(Decoder::Both);
@@ -107,9 +183,9 @@ TEST(Engine, PngMetadataCarriesA1111ParametersAndReproducibleJsonWithUtf8) {
   EXPECT_EQ(texts[0].key, "parameters");
   const std::string& p = texts[0].value;
   EXPECT_EQ(p.rfind(request.prompt + "\n", 0), 0u) << p;
-  for (const std::string& part : {std::string("Steps: 1, Sampler: Euler"), std::string("CFG scale: 0"),
-                                  "Seed: " + std::to_string(request.seed), std::string("Size: 64x64"),
-                                  "Model hash: " + engine.model().hash, std::string("Model: model")})
+  for (const std::string& part :
+       {std::string("Steps: 1, Sampler: Euler"), std::string("CFG scale: 0"), "Seed: " + std::to_string(request.seed),
+        std::string("Size: 64x64"), "Model hash: " + engine.model().hash, std::string("Model: model")})
     EXPECT_NE(p.find(part), std::string::npos) << part << " missing from\n" << p;
   EXPECT_EQ(p.find("VAE: TAESD"), std::string::npos);
   EXPECT_NE(engine.png_metadata(request, result, true)[0].value.find("VAE: TAESD"), std::string::npos);
@@ -138,7 +214,7 @@ TEST(Engine, PngMetadataCarriesA1111ParametersAndReproducibleJsonWithUtf8) {
 // The fixture's diffusers folder with the UNet's conv_out weights set near the float maximum: ε overflows.
 std::filesystem::path make_overflowing_unet_model(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
-  const fs::path source = tiny_fixture_dir() / "model";
+  const fs::path source = fs::absolute(tiny_fixture_dir() / "model");  // links from /tmp: never relative
   for (const char* part : {"model_index.json", "scheduler", "text_encoder", "tokenizer", "vae"})
     fs::create_symlink(source / part, dir / part);
   fs::create_directory(dir / "unet");

@@ -99,7 +99,7 @@ TEST(RequestValidation, EngineRefusesToOpenForTheTinyDecoderWhenTheModelHasNoTae
   // The single file alone in a folder (a link to it): no taesd/ beside it.
   TempDir dir("sdt-test-no-taesd");
   const auto model = dir.path() / "model.safetensors";
-  std::filesystem::create_symlink(tiny_fixture_dir() / "model.ldm.safetensors", model);
+  std::filesystem::create_symlink(std::filesystem::absolute(tiny_fixture_dir() / "model.ldm.safetensors"), model);
   EngineOptions o = fixture_engine_options();
   o.model = model.string();
   o.taesd = "";

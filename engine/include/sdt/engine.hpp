@@ -69,8 +69,11 @@ struct StageTimings {
   double taesd_decode_ms = 0;
   double readback_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
-  double total_ms = 0;  // host clock around the whole generate() call
+  double total_ms = 0;         // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
+  // Device memory held (weights + pooled buffers) at its highest during each stage ("text encoder", "unet step 1",
+  // "vae decode", ...): which stage made the memory grow.
+  std::map<std::string, std::uint64_t> stage_peak_bytes;
   // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
   // the ops as 2 per multiply-add: the benchmark's achieved TFLOP/s.
   std::map<std::string, double> stage_flops;
@@ -86,9 +89,9 @@ struct KernelProfileEntry {
 
 // One-time costs of opening the engine.
 struct LoadTimings {
-  double model_load_ms = 0;     // reading and validating files (or generating random weights)
-  double upload_ms = 0;         // weights to the device
-  double kernel_build_ms = 0;   // program builds (source or cache)
+  double model_load_ms = 0;    // reading and validating files (or generating random weights)
+  double upload_ms = 0;        // weights to the device
+  double kernel_build_ms = 0;  // program builds (source or cache)
   int kernel_cache_hits = 0;
   int kernel_cache_misses = 0;
   std::uint64_t weight_bytes = 0;  // on the device
@@ -101,6 +104,9 @@ struct ModelSummary {
   bool random_weights = false;
   bool has_taesd = false;
   bool has_vae_encoder = false;
+  // Things the user should know that did not stop loading (a guessed head count, no VAE encoder, the bundled
+  // tokenizer, ...), from the model files.
+  std::vector<std::string> warnings;
 };
 
 struct Result {
@@ -110,13 +116,13 @@ struct Result {
   std::vector<float> latents;  // final latents [4, h/8, w/8]
   StageTimings timings;
   std::vector<KernelProfileEntry> kernel_profile;  // empty unless EngineOptions::profile_kernels
-  int prompt_tokens = 0;                 // tokens the prompt made (without start/end tokens)
-  int dropped_tokens = 0;                // of those, how many did not fit into the 77 positions
-  std::vector<std::string> warnings;     // things the user should know (truncated prompt, ...)
+  int prompt_tokens = 0;                           // tokens the prompt made (without start/end tokens)
+  int dropped_tokens = 0;                          // of those, how many did not fit into the 77 positions
+  std::vector<std::string> warnings;               // things the user should know (truncated prompt, ...)
 };
 
 struct Progress {
-  std::string stage;  // "text encoder", "unet", "vae decode", "taesd decode", "read-back", ...
+  std::string stage;  // "text encoder", "vae encode" (img2img), "unet", "vae decode", "taesd decode", "read-back"
   int step = 0;       // for "unet": 1-based step
   int steps = 0;
 };
@@ -130,6 +136,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Throws sdt::Error: BadRequest before any device work, Cancelled when *cancel became true, Device/OutOfMemory.
+  // When the device runs out of memory, the engine frees its caches (pooled buffers, cached prompt embeddings)
+  // and tries once more, which gives the same pixels; the result's warnings say so.
   Result generate(const Request& request, const ProgressCallback& on_progress = {},
                   const std::atomic<bool>* cancel = nullptr);
 
