@@ -1,30 +1,76 @@
 #!/usr/bin/env bash
-# Sets up the machine, builds, and runs every test through CTest.
-#   scripts/test.sh              release build, all tests
-#   scripts/test.sh --sanitize   also the debug build under ASan + UBSan
-set -euo pipefail
+# Sets up the machine, builds, and runs the tests. CI runs it without arguments.
+#   scripts/test.sh             1. the release build's whole suite (CTest: GoogleTest + QtTest on the offscreen platform)
+#                               2. the libFuzzer targets over their committed seed corpora, SDT_FUZZ_SECONDS each (10)
+#   scripts/test.sh --sanitize  also 3. the whole suite in the `debug` build under ASan + UBSan and
+#                               4. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
+#                               (not yet part of CI)
+#   scripts/test.sh --quick     step 1 only
+# Every step runs even when an earlier one failed; the script fails if any did, and ends with a summary.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
+quick=0
 sanitize=0
 for arg in "$@"; do
   case "$arg" in
+    --quick) quick=1 ;;
     --sanitize) sanitize=1 ;;
-    *) echo "usage: scripts/test.sh [--sanitize]" >&2; exit 2 ;;
+    *) echo "usage: scripts/test.sh [--quick | --sanitize]" >&2; exit 2 ;;
   esac
 done
 
-bash scripts/setup.sh
+bash scripts/setup.sh || exit 1
 jobs=$(nproc)
+summary=()
+status=0
 
-run_preset() {
-  local preset=$1
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  # Qt widgets tests need no display: the offscreen platform.
-  QT_QPA_PLATFORM=offscreen ctest --test-dir "build/$preset" --output-on-failure -j "$jobs" --timeout 900
+# step NAME COMMAND...: runs one step, records its time and outcome.
+step() {
+  local name=$1
+  shift
+  echo "==== $name"
+  local start=$SECONDS
+  if "$@"; then
+    summary+=("$(printf '%-34s passed  %4d s' "$name" $((SECONDS - start)))")
+  else
+    summary+=("$(printf '%-34s FAILED  %4d s' "$name" $((SECONDS - start)))")
+    status=1
+  fi
 }
 
-run_preset release
-if [ "$sanitize" = 1 ]; then
-  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 run_preset debug
+# suite PRESET [CTEST ARGS...]: configure, build and run the preset's tests.
+suite() {
+  local preset=$1
+  shift
+  cmake --preset "$preset" >/dev/null &&
+    cmake --build --preset "$preset" -j "$jobs" &&
+    QT_QPA_PLATFORM=offscreen ctest --test-dir "build/$preset" --output-on-failure -j "$jobs" --timeout 900 "$@"
+}
+
+asan_suite() {
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 suite debug
+}
+
+# The ThreadSanitizer run builds only what the desktop app's tests need.
+tsan_suite() {
+  cmake --preset tsan >/dev/null &&
+    cmake --build build/tsan -j "$jobs" --target sdt_ui_test_main_window sdt_ui_test_gallery sdt_ui_test_ui_units &&
+    QT_QPA_PLATFORM=offscreen TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/ui/tsan.supp" \
+      ctest --test-dir build/tsan --output-on-failure -L '^ui$' --timeout 900
+}
+
+step "release suite" suite release
+if [ "$quick" = 0 ]; then
+  step "fuzz targets (${SDT_FUZZ_SECONDS:-10} s each)" env SDT_FUZZ_SECONDS="${SDT_FUZZ_SECONDS:-10}" bash scripts/fuzz.sh
 fi
+if [ "$sanitize" = 1 ]; then
+  # (asan_suite) Leak checking stays off: the OpenCL platforms (PoCL's LLVM) keep process-lifetime allocations that LSan reports.
+  step "ASan + UBSan suite (debug)" asan_suite
+  step "ThreadSanitizer: desktop app tests" tsan_suite
+fi
+
+echo
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
+exit $status
