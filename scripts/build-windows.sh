@@ -56,8 +56,12 @@ copy_headers() {  # copy_headers <Debian package> <folder under /usr/include>
     echo "build-windows: /usr/include/$dir missing: install $pkg (scripts/setup-windows.sh)" >&2
     exit 1
   fi
-  rm -rf "${prefix:?}/include/$dir"
-  cp -r "/usr/include/$dir" "$prefix/include/$dir"
+  # Only when they differ: a fresh copy has new timestamps, which would make every object file out of date and
+  # turn each incremental build into a full one.
+  if ! diff -rq "/usr/include/$dir" "$prefix/include/$dir" >/dev/null 2>&1; then
+    rm -rf "${prefix:?}/include/$dir"
+    cp -r "/usr/include/$dir" "$prefix/include/$dir"
+  fi
 }
 copy_headers opencl-c-headers CL
 copy_headers nlohmann-json3-dev nlohmann

@@ -127,24 +127,35 @@ else
   # The tokenizer against transformers' ids, with prompts outside ASCII: they reach the program through the
   # Windows command line, which is where a narrow-character main() would lose them.
   prompt="a photo of a cat sitting on a windowsill, golden hour"
+  # ids_match FILE TEXT: the JSON array of ids in FILE (the CLI's output) equals transformers' ids for TEXT.
+  ids_match() {
+    "$python" - "$1" "$tiny/refs.json" "$2" <<'EOF'
+import json, sys
+out = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+ref = next(t["ids"] for t in json.load(open(sys.argv[2], encoding="utf-8"))["tokenizer"] if t["prompt"] == sys.argv[3])
+ids = None
+for line in out.splitlines():  # the one line that is a JSON array (log lines start with "[time]" too)
+    line = line.strip()
+    if line.startswith("[") and line.endswith("]"):
+        try:
+            ids = json.loads(line)
+            break
+        except ValueError:
+            pass
+if ids is None:
+    sys.exit(f"no JSON array in: {out[:300]!r}")
+if ids != ref:
+    first = next((i for i, (a, b) in enumerate(zip(ids, ref)) if a != b), min(len(ids), len(ref)))
+    sys.exit(f"ids differ from transformers' at position {first}: {ids[:first + 3]} vs {ref[:first + 3]}")
+EOF
+  }
   for text in "a photo of a cat" "naïve café résumé" "日本語のテキスト"; do
     wine_run "$cli_win" --tokenize "$text" --model "$model_win" >"$work/tokenize.txt" 2>&1
     if not_yet "$work/tokenize.txt"; then
       echo "SKIP: --tokenize is not implemented in this build yet"
       break
     fi
-    if "$python" - "$work/tokenize.txt" "$tiny/refs.json" "$text" <<'EOF'; then
-import json, sys
-out = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-ref = next(t["ids"] for t in json.load(open(sys.argv[2], encoding="utf-8"))["tokenizer"] if t["prompt"] == sys.argv[3])
-try:
-    ids = json.loads(out[out.index("["):out.rindex("]") + 1])
-except ValueError:
-    sys.exit(f"no JSON array in: {out[:300]!r}")
-if ids != ref:
-    first = next((i for i, (a, b) in enumerate(zip(ids, ref)) if a != b), min(len(ids), len(ref)))
-    sys.exit(f"ids differ from transformers' at position {first}: {ids[:first + 3]} vs {ref[:first + 3]}")
-EOF
+    if ids_match "$work/tokenize.txt" "$text"; then
       ok "sdturbo-cli.exe --tokenize '$text' matches transformers' ids"
     else
       bad "sdturbo-cli.exe --tokenize '$text'"
@@ -189,19 +200,81 @@ EOF
   fi
   stage_done generate
 
-  # The same case with a model folder and an output file whose names are not ASCII, as on many users' machines
-  # ("C:\Users\Zoë\..."): Windows passes them as UTF-16, the programs' UTF-8 manifest turns the command line into
-  # UTF-8, and the engine must open and write those paths without mangling them.
+  # The same case with every path outside ASCII, as on many users' machines ("C:\Users\Zoë\..."): the model,
+  # the TAESD, the kernel cache, both images and the timings, in folders and names with Latin accents, Japanese
+  # and an emoji (a UTF-16 surrogate pair). Windows passes them as UTF-16; the programs read their command line
+  # as UTF-16 and convert it to UTF-8, and the engine turns UTF-8 into paths explicitly (sdt/utf8_path.hpp):
+  # std::filesystem::path(std::string) would decode them in the C library's code page and miss every file.
   if ! not_yet "$work/generate.txt"; then
-    unicode_dir="$WINEPREFIX/drive_c/Modèles/日本"
-    mkdir -p "$unicode_dir" && cp -r "$tiny/model" "$unicode_dir/model" && chmod -R u+w "$unicode_dir"
-    wine_run "$cli_win" --model 'C:\Modèles\日本\model' --prompt "$prompt" --seed 0 --width 128 --height 128 \
-      --steps 1 --weights fp32 --decoder full --output 'C:\Modèles\日本\café.png' >"$work/generate-unicode.txt" 2>&1
-    if [ -f "$unicode_dir/café.png" ] &&
-      "$python" "$root/tests/windows/compare_png.py" "$unicode_dir/café.png" "$tiny/case0_vae.png" >/dev/null; then
-      ok "non-ASCII model and output paths (C:\\Modèles\\日本\\café.png)"
+    u_models="$WINEPREFIX/drive_c/Modèles/モデル 🌃"
+    u_out="$WINEPREFIX/drive_c/出力 Zoë"
+    u_model_win='C:\Modèles\モデル 🌃\model'
+    u_png_win='C:\出力 Zoë\café 東京.png'
+    mkdir -p "$u_models" "$u_out" && cp -r "$tiny/model" "$u_models/model" &&
+      cp "$tiny/taesd_decoder.safetensors" "$tiny/taesd_encoder.safetensors" "$u_models/" && chmod -R u+w "$u_models"
+
+    # Reading: the tokenizer files of the model folder, and every weight file memory-mapped (CreateFileW).
+    # -v logs the vocabulary file it read: without it the bundled copy (the same ids) would hide a missed folder.
+    wine_run "$cli_win" -v --tokenize "naïve café résumé" --model "$u_model_win" >"$work/tokenize-unicode.txt" 2>&1
+    if grep -qF 'CLIP vocabulary from C:\Modèles\モデル 🌃\model\tokenizer\vocab.json' "$work/tokenize-unicode.txt" &&
+      ids_match "$work/tokenize-unicode.txt" "naïve café résumé"; then
+      ok "sdturbo-cli.exe --tokenize reads the tokenizer of a non-ASCII model folder and matches transformers"
     else
-      bad "non-ASCII model and output paths: $(tail -c 300 "$work/generate-unicode.txt")"
+      bad "--tokenize with the model in $u_model_win: $(tail -c 300 "$work/tokenize-unicode.txt")"
+    fi
+    wine_run "$cli_win" --inspect --model "$u_model_win" >"$work/inspect-unicode.txt" 2>&1
+    rc=$?
+    # The report names each weight file by its path, which must come back as the same UTF-8 text.
+    if [ "$rc" -eq 0 ] && grep -qF 'C:\Modèles\モデル 🌃\model\unet\diffusion_pytorch_model.safetensors' \
+      "$work/inspect-unicode.txt"; then
+      ok "sdturbo-cli.exe --inspect maps the weights in $u_model_win and names them in UTF-8"
+    else
+      bad "--inspect with the model in $u_model_win (exit $rc): $(tail -c 400 "$work/inspect-unicode.txt")"
+    fi
+
+    # Generating: both decoders, so the TAESD image's name is derived from the output's (café 東京_taesd.png).
+    wine_run "$cli_win" --model "$u_model_win" --taesd 'C:\Modèles\モデル 🌃\taesd_decoder.safetensors' \
+      --cache-dir 'C:\Modèles\キャッシュ' --prompt "$prompt" --seed 0 --width 128 --height 128 --steps 1 \
+      --weights fp32 --decoder both --output "$u_png_win" --timings 'C:\出力 Zoë\時間.json' \
+      >"$work/generate-unicode.txt" 2>&1
+    rc=$?
+    cat "$work/generate-unicode.txt"
+    if [ "$rc" -ne 0 ]; then
+      bad "generation with non-ASCII paths failed (exit $rc): $(tail -c 300 "$work/generate-unicode.txt")"
+    else
+      for pair in "café 東京.png:case0_vae.png" "café 東京_taesd.png:case0_taesd.png"; do
+        made="$u_out/${pair%%:*}"
+        if [ -f "$made" ] && "$python" "$root/tests/windows/compare_png.py" "$made" "$tiny/${pair#*:}"; then
+          ok "non-ASCII paths: C:\\出力 Zoë\\${pair%%:*} reproduces ${pair#*:}"
+        else
+          bad "non-ASCII paths: C:\\出力 Zoë\\${pair%%:*} missing or different from ${pair#*:} (files there: $(ls "$u_out" 2>&1 | tr '\n' ' '))"
+        fi
+      done
+      # What the program prints and writes about those paths is UTF-8 too.
+      if grep -qF "wrote $u_png_win (" "$work/generate-unicode.txt"; then
+        ok "sdturbo-cli.exe reports the output as $u_png_win"
+      else
+        bad "the 'wrote ...' line does not name $u_png_win in UTF-8"
+      fi
+      if "$python" -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))["stages_ms"]' \
+        "$u_out/時間.json" 2>/dev/null; then
+        ok "timings written to C:\\出力 Zoë\\時間.json"
+      else
+        bad "no valid timings JSON at C:\\出力 Zoë\\時間.json"
+      fi
+      if [ -n "$(find "$WINEPREFIX/drive_c/Modèles/キャッシュ" -name '*.bin' -type f -print -quit 2>/dev/null)" ] &&
+        [ -z "$(find "$WINEPREFIX/drive_c/Modèles/キャッシュ" -name '*.tmp*' -print -quit 2>/dev/null)" ]; then
+        ok "kernel binaries cached in the non-ASCII --cache-dir C:\\Modèles\\キャッシュ"
+      else
+        bad "no kernel cache entries (or leftover temporary files) in C:\\Modèles\\キャッシュ"
+      fi
+    fi
+    # Nothing may have gone to a mangled twin of those folders (UTF-8 bytes read as code-page characters).
+    mangled="$(cd "$WINEPREFIX/drive_c" && find . -maxdepth 1 -name '*Ã*' -print 2>/dev/null | tr '\n' ' ')"
+    if [ -z "$mangled" ]; then
+      ok "no mangled (mojibake) folder names under C:\\"
+    else
+      bad "folders with mangled names under C:\\: $mangled"
     fi
     stage_done generate-unicode-paths
   fi

@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "../cli/utf8_console.hpp"
 #include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace {
 
@@ -119,6 +121,8 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
+  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::cli::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-bench: SD-Turbo pipeline benchmark on one OpenCL device"};
   app.add_option("--model", o.model, "Model (default: SD-Turbo's exact architecture with random weights)")
@@ -138,7 +142,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
-  CLI11_PARSE(app, argc, argv);
+  CLI11_PARSE(app, command_line.argc(), command_line.argv());
   sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
 
   try {
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
     eo.device = o.device;
     eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
     eo.profile_kernels = o.profile;
-    if (!o.cache_dir.empty()) eo.cache_dir = o.cache_dir;
+    if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;
     report["weights"] = o.weights;
@@ -250,7 +254,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!o.json_path.empty()) {
-      std::ofstream(o.json_path) << report.dump(2) << "\n";
+      std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
       std::printf("wrote %s\n", o.json_path.c_str());
     }
     return 0;

@@ -17,6 +17,7 @@
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::cli {
 
@@ -41,21 +42,26 @@ extern "C" void on_interrupt(int) {
 void check_writable(const fs::path& path, const char* option) {
   if (path.empty()) reject(std::string(option) + " FILE.png is required", "say where the image should go");
   std::error_code ec;
-  if (fs::is_directory(path, ec)) reject(std::string(option) + " " + path.string() + " is a folder, not a file name");
+  if (fs::is_directory(path, ec))
+    reject(std::string(option) + " " + path_to_utf8(path) + " is a folder, not a file name");
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   if (!fs::is_directory(dir, ec))
-    reject(std::string(option) + ": the folder " + dir.string() + " does not exist", "create it first");
+    reject(std::string(option) + ": the folder " + path_to_utf8(dir) + " does not exist", "create it first");
   std::random_device rd;
   const fs::path probe = dir / (".sdturbo-write-test-" + std::to_string(rd()));
   {
     std::ofstream f(probe, std::ios::binary);
-    if (!f) reject(std::string(option) + ": cannot create files in " + dir.string(), "check the folder's permissions");
+    if (!f)
+      reject(std::string(option) + ": cannot create files in " + path_to_utf8(dir), "check the folder's permissions");
   }
   fs::remove(probe, ec);
 }
 
 fs::path tiny_path_for(const fs::path& output) {
-  return output.parent_path() / (output.stem().string() + "_taesd" + output.extension().string());
+  fs::path name = output.stem();  // composed as a path: no round trip through narrow text
+  name += "_taesd";
+  name += output.extension();
+  return output.parent_path() / name;
 }
 
 void print_timings(const Engine& engine, const Result& r) {
@@ -113,17 +119,19 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
 
 // Written beside the target and renamed, like the PNGs, so a reader never sees half a file.
 void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path temp = path.string() + ".tmp";
+  fs::path temp = path;
+  temp += ".tmp";
   {
     std::ofstream f(temp, std::ios::binary | std::ios::trunc);
     f << text;
-    if (!f.flush()) throw Error(ErrorKind::Io, "could not write " + temp.string(), "check the disk and permissions");
+    if (!f.flush())
+      throw Error(ErrorKind::Io, "could not write " + path_to_utf8(temp), "check the disk and permissions");
   }
   std::error_code ec;
   fs::rename(temp, path, ec);
   if (ec) {
     fs::remove(temp, ec);
-    throw Error(ErrorKind::Io, "could not write " + path.string() + ": " + ec.message());
+    throw Error(ErrorKind::Io, "could not write " + path_to_utf8(path) + ": " + ec.message());
   }
 }
 
@@ -141,7 +149,7 @@ int run_generate(const Options& o) {
   if (!decoder) reject("--decoder " + o.decoder + " is not one of full, tiny, both");
   request.decoder = *decoder;
   if (!o.init_image.empty()) {
-    request.init_image = read_png(o.init_image);  // BadRequest naming the file when unreadable
+    request.init_image = read_png(path_from_utf8(o.init_image));  // BadRequest naming the file when unreadable
     if (!o.size_given) {
       request.width = request.init_image->width;
       request.height = request.init_image->height;
@@ -150,17 +158,17 @@ int run_generate(const Options& o) {
   }
   check_request(request);
 
-  const fs::path output = o.output;
+  const fs::path output = path_from_utf8(o.output);
   check_writable(output, "--output");
   fs::path output_tiny;
   if (request.decoder == Decoder::Both) {
-    output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : fs::path(o.output_tiny);
+    output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : path_from_utf8(o.output_tiny);
     check_writable(output_tiny, "--output-tiny");
     if (fs::absolute(output_tiny) == fs::absolute(output)) reject("--output and --output-tiny name the same file");
   } else if (!o.output_tiny.empty()) {
     reject("--output-tiny is only used with --decoder both");
   }
-  if (!o.timings.empty()) check_writable(o.timings, "--timings");
+  if (!o.timings.empty()) check_writable(path_from_utf8(o.timings), "--timings");
 
   // ---- the engine ----
   g_cancel.store(false);
@@ -168,10 +176,10 @@ int run_generate(const Options& o) {
   EngineOptions options;
   options.model = o.model;
   options.taesd = o.taesd;
-  options.model_config = o.config;
+  options.model_config = path_from_utf8(o.config);
   options.device = o.device;
   options.weights = o.weights == "fp32" ? WeightStorage::F32 : WeightStorage::F16;
-  options.cache_dir = o.cache_dir;
+  options.cache_dir = path_from_utf8(o.cache_dir);
   options.cancel = &g_cancel;
   options.require_taesd = request.decoder != Decoder::Full;
   Engine engine(options);
@@ -193,16 +201,17 @@ int run_generate(const Options& o) {
 
   // ---- outputs ----
   write_png(output, result.image, engine.png_metadata(request, result));
-  std::printf("wrote %s (%dx%d, seed %llu, %s)\n", output.string().c_str(), result.image.width, result.image.height,
-              static_cast<unsigned long long>(result.seed),
+  std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
+              result.image.height, static_cast<unsigned long long>(result.seed),
               request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
   if (request.decoder == Decoder::Both) {
     write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
-    std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", output_tiny.string().c_str(), result.image_tiny.width,
-                result.image_tiny.height, static_cast<unsigned long long>(result.seed));
+    std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", path_to_utf8(output_tiny).c_str(),
+                result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
   }
   print_timings(engine, result);
-  if (!o.timings.empty()) write_text_atomically(o.timings, timings_json(engine, request, result).dump(2) + "\n");
+  if (!o.timings.empty())
+    write_text_atomically(path_from_utf8(o.timings), timings_json(engine, request, result).dump(2) + "\n");
   std::signal(SIGINT, SIG_DFL);
   return 0;
 }

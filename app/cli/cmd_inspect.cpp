@@ -10,6 +10,7 @@
 #include "io/model_files.hpp"
 #include "io/weight_specs.hpp"
 #include "options.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::cli {
 
@@ -113,8 +114,9 @@ void describe(const io::ModelFiles& m, bool taesd_only) {
                            " over " + std::to_string(s.num_train_timesteps) + " steps, " + s.prediction_type +
                            ", steps_offset " + std::to_string(s.steps_offset) +
                            (s.use_karras_sigmas ? ", Karras sigmas" : ""));
-    line("tokenizer:", m.vocab_json.empty() ? std::string("bundled CLIP BPE vocabulary")
-                                            : m.vocab_json.string() + " + " + m.merges_txt.filename().string());
+    line("tokenizer:", m.vocab_json.empty()
+                           ? std::string("bundled CLIP BPE vocabulary")
+                           : path_to_utf8(m.vocab_json) + " + " + path_to_utf8(m.merges_txt.filename()));
   }
   std::string dtype_text;
   for (const auto& [dtype, count] : dtypes)
@@ -156,8 +158,8 @@ int run_inspect(const Options& options) {
     describe(random_description(options.model), false);
     return 0;
   }
-  if (io::looks_like_taesd(options.model)) {
-    describe(io::open_taesd(options.model), true);
+  if (const auto path = path_from_utf8(options.model); io::looks_like_taesd(path)) {
+    describe(io::open_taesd(path), true);
     return 0;
   }
   describe(io::open_model(options.model, options.taesd), false);

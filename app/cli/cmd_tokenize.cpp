@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "options.hpp"
+#include "sdt/utf8_path.hpp"
 #include "text/clip_tokenizer.hpp"
 
 namespace sdt::cli {
@@ -17,7 +18,7 @@ namespace {
 
 text::ClipTokenizer tokenizer_for(const std::string& model) {
   std::error_code ec;
-  const std::filesystem::path folder = std::filesystem::path(model) / "tokenizer";
+  const std::filesystem::path folder = path_from_utf8(model) / "tokenizer";
   if (!model.empty() && std::filesystem::is_regular_file(folder / "vocab.json", ec))
     return text::ClipTokenizer::from_folder(folder);
   return text::ClipTokenizer::bundled();

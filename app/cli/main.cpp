@@ -9,9 +9,12 @@
 #include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "utf8_console.hpp"
 
 int main(int argc, char** argv) {
   using sdt::cli::Options;
+  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::cli::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-cli: SD-Turbo image generation on OpenCL"};
   app.set_version_flag("--version", std::string("sdturbo-cli ") + sdt::version());
@@ -47,7 +50,7 @@ int main(int argc, char** argv) {
   app.add_option("--output-tiny", o.output_tiny, "With --decoder both: the TAESD image");
   app.add_option("--timings", o.timings, "Write the stage timings as JSON");
   app.add_flag("-v,--verbose", o.verbose, "Log what the engine does");
-  CLI11_PARSE(app, argc, argv);
+  CLI11_PARSE(app, command_line.argc(), command_line.argv());
 
   sdt::log::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
   try {

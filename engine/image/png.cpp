@@ -23,6 +23,7 @@
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"
+#include "sdt/utf8_path.hpp"
 
 #ifdef _WIN32
 #include <io.h>
@@ -245,7 +246,7 @@ std::string os_error(int code) {
                              const std::string& what, int code) {
   std::error_code ignored;
   std::filesystem::remove(temporary, ignored);
-  throw Error(ErrorKind::Io, "cannot write " + path.string() + ": " + what + ": " + os_error(code),
+  throw Error(ErrorKind::Io, "cannot write " + path_to_utf8(path) + ": " + what + ": " + os_error(code),
               "check that the folder exists, is writable and the disk is not full");
 }
 
@@ -260,8 +261,10 @@ std::FILE* open_for_writing(const std::filesystem::path& path) {
 std::filesystem::path temporary_beside(const std::filesystem::path& path) {
   static std::atomic<unsigned> counter{0};
   std::random_device random;
-  const std::string name =
-      "." + path.filename().string() + ".tmp-" + std::to_string(random()) + "-" + std::to_string(counter.fetch_add(1));
+  // Composed as a path: the name never goes through narrow text (a code page on Windows).
+  std::filesystem::path name = ".";
+  name += path.filename();
+  name += ".tmp-" + std::to_string(random()) + "-" + std::to_string(counter.fetch_add(1));
   return path.parent_path() / name;
 }
 
@@ -332,7 +335,7 @@ void write_png(const std::filesystem::path& path, const Image& image, const std:
 
 Image read_png(const std::filesystem::path& path, std::vector<PngText>* texts) {
   auto fail = [&](const std::string& what) -> Error {
-    return Error(ErrorKind::BadRequest, "cannot read image " + path.string() + ": " + what,
+    return Error(ErrorKind::BadRequest, "cannot read image " + path_to_utf8(path) + ": " + what,
                  "use an 8- or 16-bit PNG file (RGB, RGBA, grey or palette)");
   };
   std::error_code ec;

@@ -9,6 +9,7 @@
 #include "io/json_util.hpp"
 #include "io/weight_names.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -37,12 +38,13 @@ const std::vector<std::int64_t>& shape_of(const SafetensorsFile& file, const std
                                           const char* what) {
   const SafetensorsEntry* e = file.find(name);
   if (!e) {
-    throw Error(ErrorKind::BadModel,
-                file.path().string() + ": cannot read the " + what + " architecture: tensor '" + name + "' is missing",
-                "the checkpoint is incomplete or not SD 2.x");
+    throw Error(
+        ErrorKind::BadModel,
+        path_to_utf8(file.path()) + ": cannot read the " + what + " architecture: tensor '" + name + "' is missing",
+        "the checkpoint is incomplete or not SD 2.x");
   }
   if (e->shape.size() != rank || std::any_of(e->shape.begin(), e->shape.end(), [](auto d) { return d <= 0; })) {
-    throw Error(ErrorKind::BadModel, file.path().string() + ": tensor '" + name + "' has shape " +
+    throw Error(ErrorKind::BadModel, path_to_utf8(file.path()) + ": tensor '" + name + "' has shape " +
                                          shape_to_string(e->shape) + ", expected " + std::to_string(rank) +
                                          " positive dimensions");
   }
@@ -78,7 +80,7 @@ int checked_int(std::int64_t v, const std::string& what, const std::string& sour
 
 TextEncoderConfig infer_text_encoder_config(const SafetensorsFile& file, SingleFileLayout layout,
                                             std::vector<std::string>& warnings) {
-  const std::string source = file.path().string();
+  const std::string source = path_to_utf8(file.path());
   const std::string p = text_tower_prefix(layout);
   TextEncoderConfig c;
   const auto& token = shape_of(file, p + "token_embedding.weight", 2, "text encoder");
@@ -109,7 +111,7 @@ TextEncoderConfig infer_text_encoder_config(const SafetensorsFile& file, SingleF
 }
 
 UNetConfig infer_unet_config(const SafetensorsFile& file, std::vector<std::string>& warnings) {
-  const std::string source = file.path().string();
+  const std::string source = path_to_utf8(file.path());
   const std::string p = kLdmUNetPrefix;
   UNetConfig c;
   const auto inputs = indices_after(file, p + "input_blocks.");
@@ -168,7 +170,7 @@ UNetConfig infer_unet_config(const SafetensorsFile& file, std::vector<std::strin
 }
 
 VaeConfig infer_vae_config(const SafetensorsFile& file, bool* has_encoder) {
-  const std::string source = file.path().string();
+  const std::string source = path_to_utf8(file.path());
   const std::string p = kLdmVaePrefix;
   VaeConfig c;
   const auto levels = indices_after(file, p + "decoder.up.");
@@ -206,11 +208,11 @@ TaesdConfig infer_taesd_config(const SafetensorsFile* decoder, const Safetensors
   // The last index of each Sequential holds the output conv.
   const auto last_conv = [](const SafetensorsFile& file) {
     const auto all = indices_after(file, "");
-    if (all.empty()) throw Error(ErrorKind::BadModel, file.path().string() + ": no TAESD layers");
+    if (all.empty()) throw Error(ErrorKind::BadModel, path_to_utf8(file.path()) + ": no TAESD layers");
     return std::to_string(*all.rbegin()) + ".weight";
   };
   if (decoder) {
-    const std::string source = decoder->path().string();
+    const std::string source = path_to_utf8(decoder->path());
     const auto& first = shape_of(*decoder, "1.weight", 4, "TAESD decoder");
     c.latent_channels = checked_int(first[1], "TAESD latent channels", source);
     c.decoder_block_out_channels.assign(c.num_decoder_blocks.size(), checked_int(first[0], "a TAESD width", source));
@@ -218,7 +220,7 @@ TaesdConfig infer_taesd_config(const SafetensorsFile* decoder, const Safetensors
         checked_int(shape_of(*decoder, last_conv(*decoder), 4, "TAESD decoder")[0], "TAESD output channels", source);
   }
   if (encoder) {
-    const std::string source = encoder->path().string();
+    const std::string source = path_to_utf8(encoder->path());
     const auto& first = shape_of(*encoder, "0.weight", 4, "TAESD encoder");
     c.in_channels = checked_int(first[1], "TAESD input channels", source);
     c.encoder_block_out_channels.assign(c.num_encoder_blocks.size(), checked_int(first[0], "a TAESD width", source));
@@ -232,7 +234,7 @@ TaesdConfig infer_taesd_config(const SafetensorsFile* decoder, const Safetensors
     }
     c.latent_channels = latent;
   }
-  validate(c, decoder ? decoder->path().string() : encoder->path().string());
+  validate(c, decoder ? path_to_utf8(decoder->path()) : path_to_utf8(encoder->path()));
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include "io/mapped_file.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -37,14 +38,14 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) throw Error(ErrorKind::BadModel, "file not found: " + path.string());
-    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + errno_text(err),
+    if (err == ENOENT || err == ENOTDIR) throw Error(ErrorKind::BadModel, "file not found: " + path_to_utf8(path));
+    throw Error(ErrorKind::Io, "cannot open " + path_to_utf8(path) + ": " + errno_text(err),
                 err == EACCES ? "check the file's permissions" : "");
   }
   file->handles_->fd = fd;  // closed by ~MappedFile from here on
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(ErrorKind::Io, "cannot stat " + path.string() + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::BadModel, path.string() + " is not a regular file");
+  if (::fstat(fd, &st) != 0) throw Error(ErrorKind::Io, "cannot stat " + path_to_utf8(path) + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is not a regular file");
   file->handles_->size = st.st_size;
   file->handles_->mtime = st.st_mtim;
   file->size_ = static_cast<std::size_t>(st.st_size);
@@ -54,7 +55,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
     const int err = errno;
     throw Error(
         err == ENOMEM ? ErrorKind::OutOfMemory : ErrorKind::Io,
-        "cannot memory-map " + path.string() + " (" + std::to_string(file->size_) + " bytes): " + errno_text(err));
+        "cannot memory-map " + path_to_utf8(path) + " (" + std::to_string(file->size_) + " bytes): " + errno_text(err));
   }
   file->data_ = static_cast<const std::byte*>(mapped);
   return file;
@@ -62,7 +63,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
 
 MappedFile::~MappedFile() {
   if (data_ && ::munmap(const_cast<std::byte*>(data_), size_) != 0) {
-    log::get("io")->warn("munmap of {} failed: {}", path_.string(), errno_text(errno));
+    log::get("io")->warn("munmap of {} failed: {}", path_to_utf8(path_), errno_text(errno));
   }
   if (handles_ && handles_->fd >= 0) ::close(handles_->fd);
 }
@@ -70,17 +71,17 @@ MappedFile::~MappedFile() {
 void MappedFile::check_intact() const {
   struct stat st {};
   if (::fstat(handles_->fd, &st) != 0) {
-    throw Error(ErrorKind::Io, "cannot stat " + path_.string() + " while reading it: " + errno_text(errno),
+    throw Error(ErrorKind::Io, "cannot stat " + path_to_utf8(path_) + " while reading it: " + errno_text(errno),
                 "reopen the model");
   }
   if (st.st_size != handles_->size) {
     throw Error(ErrorKind::Io,
-                path_.string() + " changed size on disk while in use (" + std::to_string(handles_->size) +
+                path_to_utf8(path_) + " changed size on disk while in use (" + std::to_string(handles_->size) +
                     " bytes when opened, " + std::to_string(st.st_size) + " now)",
                 "the file was truncated or rewritten: reopen the model (re-download it if it is incomplete)");
   }
   if (!same_time(st.st_mtim, handles_->mtime)) {
-    throw Error(ErrorKind::Io, path_.string() + " was modified on disk while in use",
+    throw Error(ErrorKind::Io, path_to_utf8(path_) + " was modified on disk while in use",
                 "reopen the model so that its weights are read again");
   }
 }

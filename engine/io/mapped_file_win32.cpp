@@ -9,6 +9,7 @@
 #include "io/mapped_file.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -39,25 +40,25 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   if (h == INVALID_HANDLE_VALUE) {
     const DWORD err = GetLastError();
     if (err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND)
-      throw Error(ErrorKind::BadModel, "file not found: " + path.string());
-    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + last_error_text(err),
+      throw Error(ErrorKind::BadModel, "file not found: " + path_to_utf8(path));
+    throw Error(ErrorKind::Io, "cannot open " + path_to_utf8(path) + ": " + last_error_text(err),
                 err == ERROR_SHARING_VIOLATION ? "another program is writing the file" : "");
   }
   file->handles_->file = h;
-  if (GetFileType(h) != FILE_TYPE_DISK) throw Error(ErrorKind::BadModel, path.string() + " is not a regular file");
+  if (GetFileType(h) != FILE_TYPE_DISK) throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is not a regular file");
   LARGE_INTEGER size{};
   if (!GetFileSizeEx(h, &size))
-    throw Error(ErrorKind::Io, "cannot get the size of " + path.string() + ": " + last_error_text(GetLastError()));
+    throw Error(ErrorKind::Io, "cannot get the size of " + path_to_utf8(path) + ": " + last_error_text(GetLastError()));
   file->size_ = static_cast<std::size_t>(size.QuadPart);
   if (file->size_ == 0) return file;
   file->handles_->mapping = CreateFileMappingW(h, nullptr, PAGE_READONLY, 0, 0, nullptr);
   if (!file->handles_->mapping)
-    throw Error(ErrorKind::Io, "cannot map " + path.string() + ": " + last_error_text(GetLastError()));
+    throw Error(ErrorKind::Io, "cannot map " + path_to_utf8(path) + ": " + last_error_text(GetLastError()));
   void* view = MapViewOfFile(file->handles_->mapping, FILE_MAP_READ, 0, 0, 0);
   if (!view) {
     const DWORD err = GetLastError();
     throw Error(err == ERROR_NOT_ENOUGH_MEMORY ? ErrorKind::OutOfMemory : ErrorKind::Io,
-                "cannot map a view of " + path.string() + ": " + last_error_text(err));
+                "cannot map a view of " + path_to_utf8(path) + ": " + last_error_text(err));
   }
   file->data_ = static_cast<const std::byte*>(view);
   return file;
@@ -65,7 +66,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
 
 MappedFile::~MappedFile() {
   if (data_ && !UnmapViewOfFile(data_))
-    log::get("io")->warn("UnmapViewOfFile of {} failed: {}", path_.string(), last_error_text(GetLastError()));
+    log::get("io")->warn("UnmapViewOfFile of {} failed: {}", path_to_utf8(path_), last_error_text(GetLastError()));
   if (handles_) {
     if (handles_->mapping) CloseHandle(handles_->mapping);
     if (handles_->file != INVALID_HANDLE_VALUE) CloseHandle(handles_->file);

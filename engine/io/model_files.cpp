@@ -9,6 +9,7 @@
 #include "io/model_loading.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -37,15 +38,16 @@ void refuse_sd1_text_encoder(const TextEncoderConfig& c, const std::string& sour
 FolderConfigs read_folder_configs(const fs::path& folder) {
   FolderConfigs c;
   const auto te = folder / "text_encoder" / "config.json";
-  c.text_encoder = parse_text_encoder_config(read_text_file(te), te.string());
-  refuse_sd1_text_encoder(c.text_encoder, te.string());
+  c.text_encoder = parse_text_encoder_config(read_text_file(te), path_to_utf8(te));
+  refuse_sd1_text_encoder(c.text_encoder, path_to_utf8(te));
   const auto unet = folder / "unet" / "config.json";
-  c.unet = parse_unet_config(read_text_file(unet), unet.string());
+  c.unet = parse_unet_config(read_text_file(unet), path_to_utf8(unet));
   const auto vae = folder / "vae" / "config.json";
-  c.vae = parse_vae_config(read_text_file(vae), vae.string());
+  c.vae = parse_vae_config(read_text_file(vae), path_to_utf8(vae));
   const auto scheduler = folder / "scheduler" / "scheduler_config.json";
   std::error_code ec;
-  if (fs::exists(scheduler, ec)) c.scheduler = parse_scheduler_config(read_text_file(scheduler), scheduler.string());
+  if (fs::exists(scheduler, ec))
+    c.scheduler = parse_scheduler_config(read_text_file(scheduler), path_to_utf8(scheduler));
   return c;
 }
 
@@ -55,13 +57,13 @@ void check_model_index(const fs::path& folder, ModelFiles& model) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     if (!fs::exists(folder / "unet" / "config.json", ec)) {
-      throw Error(ErrorKind::BadModel, folder.string() + " is not a diffusers model folder (no model_index.json)",
+      throw Error(ErrorKind::BadModel, path_to_utf8(folder) + " is not a diffusers model folder (no model_index.json)",
                   "give the folder that holds model_index.json, or a single .safetensors checkpoint");
     }
-    warn(model, folder.string() + " has no model_index.json; reading text_encoder/, unet/, vae/ anyway");
+    warn(model, path_to_utf8(folder) + " has no model_index.json; reading text_encoder/, unet/, vae/ anyway");
     return;
   }
-  const std::string source = path.string();
+  const std::string source = path_to_utf8(path);
   const nlohmann::json index = parse_json_document(read_text_file(path), source);
   if (!index.is_object()) throw Error(ErrorKind::BadModel, source + ": expected a JSON object");
   const std::string pipeline = index.value("_class_name", nlohmann::json("")).is_string()
@@ -142,7 +144,7 @@ int load_folder_part(ModelFiles& m, const std::vector<WeightSpec>& specs, const 
   });
   if (!extra.empty()) {
     throw Error(ErrorKind::BadModel,
-                file_path.string() + " holds " + std::to_string(extra.size()) + " tensor(s) that " + config_name +
+                path_to_utf8(file_path) + " holds " + std::to_string(extra.size()) + " tensor(s) that " + config_name +
                     " does not describe, e.g. '" + printable(extra.front(), 100) + "'",
                 "the config disagrees with the weights (a different layer count or block layout?)");
   }
@@ -159,16 +161,17 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
   const auto te_file = find_part_weights(folder / "text_encoder", "model");
   const auto unet_file = find_part_weights(folder / "unet", "diffusion_pytorch_model");
   const auto vae_file = find_part_weights(folder / "vae", "diffusion_pytorch_model");
-  check_parts_agree(m, (folder / "text_encoder" / "config.json").string(), (folder / "unet" / "config.json").string(),
-                    (folder / "vae" / "config.json").string());
+  check_parts_agree(m, path_to_utf8(folder / "text_encoder" / "config.json"),
+                    path_to_utf8(folder / "unet" / "config.json"), path_to_utf8(folder / "vae" / "config.json"));
 
   const int te_unused = load_folder_part(m, text_encoder_weights(m.text_encoder), te_file, kTextEncoderPrefix,
-                                         (folder / "text_encoder" / "config.json").string());
+                                         path_to_utf8(folder / "text_encoder" / "config.json"));
   m.parts.push_back(
-      make_part_info(m.weights, "text_encoder", kTextEncoderPrefix, te_file.string(), "safetensors", te_unused));
+      make_part_info(m.weights, "text_encoder", kTextEncoderPrefix, path_to_utf8(te_file), "safetensors", te_unused));
   const int unet_unused =
-      load_folder_part(m, unet_weights(m.unet), unet_file, kUNetPrefix, (folder / "unet" / "config.json").string());
-  m.parts.push_back(make_part_info(m.weights, "unet", kUNetPrefix, unet_file.string(), "safetensors", unet_unused));
+      load_folder_part(m, unet_weights(m.unet), unet_file, kUNetPrefix, path_to_utf8(folder / "unet" / "config.json"));
+  m.parts.push_back(
+      make_part_info(m.weights, "unet", kUNetPrefix, path_to_utf8(unet_file), "safetensors", unet_unused));
 
   // The encoder is loaded when its first weight is there; a partial encoder then fails like any missing tensor.
   {
@@ -176,14 +179,14 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
     m.has_vae_encoder = vae.find("encoder.conv_in.weight") != nullptr;
   }
   const int vae_unused = load_folder_part(m, vae_weights(m.vae, m.has_vae_encoder), vae_file, kVaePrefix,
-                                          (folder / "vae" / "config.json").string());
-  m.parts.push_back(make_part_info(m.weights, "vae", kVaePrefix, vae_file.string(), "safetensors", vae_unused));
-  if (!m.has_vae_encoder) warn(m, vae_file.string() + " has no VAE encoder: img2img is not available");
+                                          path_to_utf8(folder / "vae" / "config.json"));
+  m.parts.push_back(make_part_info(m.weights, "vae", kVaePrefix, path_to_utf8(vae_file), "safetensors", vae_unused));
+  if (!m.has_vae_encoder) warn(m, path_to_utf8(vae_file) + " has no VAE encoder: img2img is not available");
 
   if (configs.scheduler) {
     m.scheduler = *configs.scheduler;
   } else {
-    warn(m, folder.string() + " has no scheduler/scheduler_config.json; using SD-Turbo's Euler settings");
+    warn(m, path_to_utf8(folder) + " has no scheduler/scheduler_config.json; using SD-Turbo's Euler settings");
   }
   const auto vocab = folder / "tokenizer" / "vocab.json";
   const auto merges = folder / "tokenizer" / "merges.txt";
@@ -192,13 +195,13 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
     m.vocab_json = vocab;
     m.merges_txt = merges;
   } else {
-    warn(m, folder.string() + " has no tokenizer/vocab.json + merges.txt; using the bundled CLIP vocabulary");
+    warn(m, path_to_utf8(folder) + " has no tokenizer/vocab.json + merges.txt; using the bundled CLIP vocabulary");
   }
 }
 
 void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& options) {
   const SafetensorsFile file = SafetensorsFile::open(path);
-  const std::string source = path.string();
+  const std::string source = path_to_utf8(path);
   std::vector<std::string> names;
   names.reserve(file.entries().size());
   for (const auto& e : file.entries()) names.push_back(e.name);
@@ -219,7 +222,7 @@ void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& op
     const TextEncoderConfig shapes = infer_text_encoder_config(file, layout, ignored);
     if (shapes.num_layers != m.text_encoder.num_layers) {
       throw Error(ErrorKind::BadModel,
-                  (options.config_dir / "text_encoder" / "config.json").string() + ": num_hidden_layers is " +
+                  path_to_utf8(options.config_dir / "text_encoder" / "config.json") + ": num_hidden_layers is " +
                       std::to_string(m.text_encoder.num_layers) + " but " + source + " holds " +
                       std::to_string(shapes.num_layers + 1) + " text blocks (SD 2.x uses all but the last)",
                   "the config belongs to another model");
@@ -235,7 +238,7 @@ void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& op
 
   const std::string hint = options.config_dir.empty()
                                ? "the checkpoint is incomplete or damaged, or not SD 2.x"
-                               : "the configs in " + options.config_dir.string() + " disagree with the weights";
+                               : "the configs in " + path_to_utf8(options.config_dir) + " disagree with the weights";
   const auto name_of = [&](const WeightSpec& s) { return single_file_name(s.name, layout, m.unet, m.vae); };
   std::set<std::string> used;
   const auto load = [&](const char* part, const char* prefix, const std::vector<WeightSpec>& specs) {
@@ -264,7 +267,7 @@ void attach_checked_taesd(ModelFiles& m, const fs::path& taesd_path) {
   ModelFiles taesd = load_taesd(taesd_path);
   if (taesd.taesd->latent_channels != m.vae.latent_channels) {
     throw Error(ErrorKind::BadModel,
-                taesd_path.string() + ": this TAESD works on " + std::to_string(taesd.taesd->latent_channels) +
+                path_to_utf8(taesd_path) + ": this TAESD works on " + std::to_string(taesd.taesd->latent_channels) +
                     " latent channels, the model's latents have " + std::to_string(m.vae.latent_channels),
                 "it is TAESD for another model family (SD3/FLUX use 16); use madebyollin/taesd");
   }
@@ -283,7 +286,7 @@ void replace_taesd(ModelFiles& m, const std::string& taesd_path) {
   m.taesd.reset();
   m.parts.erase(std::remove_if(m.parts.begin(), m.parts.end(), [](const PartInfo& p) { return p.part == "taesd"; }),
                 m.parts.end());
-  attach_checked_taesd(m, taesd_path);
+  attach_checked_taesd(m, path_from_utf8(taesd_path));
   m.hash = model_hash(m.weights);
 }
 
@@ -307,7 +310,7 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
     return m;
   }
   m.name = model;
-  const fs::path path = model;
+  const fs::path path = path_from_utf8(model);
   std::error_code ec;
   if (model.empty())
     throw Error(ErrorKind::BadModel, "no model given", "pass a diffusers folder, a .safetensors file or random:tiny");
@@ -326,7 +329,7 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
     open_single_file(path, m, options);
   }
   if (!options.taesd.empty()) {
-    attach_checked_taesd(m, options.taesd);
+    attach_checked_taesd(m, path_from_utf8(options.taesd));
   } else if (const fs::path found = discover_taesd(path); !found.empty()) {
     // A TAESD that merely lies beside the model must not stop the model from loading.
     try {

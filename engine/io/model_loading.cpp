@@ -9,6 +9,7 @@
 #include "io/json_util.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io::detail {
 
@@ -66,38 +67,40 @@ class Hasher {
 std::string read_text_file(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
-    throw Error(ErrorKind::BadModel, path.string() + " is missing", "the model folder is incomplete");
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is missing", "the model folder is incomplete");
   const auto size = fs::file_size(path, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot read " + path.string() + ": " + ec.message());
+  if (ec) throw Error(ErrorKind::Io, "cannot read " + path_to_utf8(path) + ": " + ec.message());
   if (size > kMaxTextFileBytes)
     throw Error(ErrorKind::BadModel,
-                path.string() + " is " + std::to_string(size) + " bytes, too large for a config file");
+                path_to_utf8(path) + " is " + std::to_string(size) + " bytes, too large for a config file");
   std::ifstream in(path, std::ios::binary);
   std::string text(static_cast<std::size_t>(size), '\0');
   if (!in || !in.read(text.data(), static_cast<std::streamsize>(size)))
-    throw Error(ErrorKind::Io, "cannot read " + path.string());
+    throw Error(ErrorKind::Io, "cannot read " + path_to_utf8(path));
   return text;
 }
 
 void refuse_unsafe_format(const fs::path& path) {
-  const std::string ext = lower(path.extension().string());
+  const std::string ext = lower(path_to_utf8(path.extension()));
   const std::string hint =
       "pickle files can run arbitrary code when loaded, so they are never opened; use the .safetensors version of "
       "the model";
   for (const char* pickle_ext : {".ckpt", ".pt", ".pth", ".bin", ".pkl", ".pickle"}) {
     if (ext == pickle_ext)
-      throw Error(ErrorKind::BadModel, path.string() + " is a PyTorch pickle checkpoint (" + ext + "), refused", hint);
+      throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is a PyTorch pickle checkpoint (" + ext + "), refused",
+                  hint);
   }
   std::ifstream in(path, std::ios::binary);
   unsigned char magic[8] = {};
   in.read(reinterpret_cast<char*>(magic), sizeof magic);
   const auto got = in.gcount();
   if (got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0)
-    throw Error(ErrorKind::BadModel, path.string() + " is a zip archive (a PyTorch pickle checkpoint), refused", hint);
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is a zip archive (a PyTorch pickle checkpoint), refused",
+                hint);
   if (got >= 2 && magic[0] == 0x80 && magic[1] >= 2 && magic[1] <= 5)
-    throw Error(ErrorKind::BadModel, path.string() + " is a Python pickle, refused", hint);
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is a Python pickle, refused", hint);
   if (got >= 4 && std::memcmp(magic, "GGUF", 4) == 0)
-    throw Error(ErrorKind::BadModel, path.string() + " is a GGUF file, which is not supported",
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is a GGUF file, which is not supported",
                 "use the .safetensors version of the model");
 }
 
@@ -105,14 +108,14 @@ fs::path find_part_weights(const fs::path& folder, const std::string& stem) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     throw Error(ErrorKind::BadModel,
-                "the model folder has no " + folder.filename().string() + "/ (" + folder.string() + ")",
+                "the model folder has no " + path_to_utf8(folder.filename()) + "/ (" + path_to_utf8(folder) + ")",
                 "the diffusers folder is incomplete; download it again");
-  const fs::path plain = folder / (stem + ".safetensors");
+  const fs::path plain = folder / path_from_utf8(stem + ".safetensors");
   if (fs::exists(plain, ec)) return plain;
   std::vector<fs::path> variants, pickles;
   bool sharded = false;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
+    const std::string name = path_to_utf8(entry.path().filename());
     if (name.rfind(stem + ".", 0) == 0 && ends_with(name, ".safetensors")) variants.push_back(entry.path());
     if (ends_with(name, ".safetensors.index.json")) sharded = true;
     if (ends_with(name, ".bin") || ends_with(name, ".ckpt") || ends_with(name, ".pt")) pickles.push_back(entry.path());
@@ -121,24 +124,24 @@ fs::path find_part_weights(const fs::path& folder, const std::string& stem) {
     // Prefer fp16 (SD-Turbo's published variant), then whatever sorts first, for a stable choice.
     std::sort(variants.begin(), variants.end());
     const auto fp16 = std::find_if(variants.begin(), variants.end(), [&](const fs::path& p) {
-      return p.filename().string() == stem + ".fp16.safetensors";
+      return path_to_utf8(p.filename()) == stem + ".fp16.safetensors";
     });
     return fp16 != variants.end() ? *fp16 : variants.front();
   }
   if (sharded) {
     throw Error(ErrorKind::BadModel,
-                folder.string() + " holds sharded weights (*.safetensors.index.json), which are not supported",
+                path_to_utf8(folder) + " holds sharded weights (*.safetensors.index.json), which are not supported",
                 "SD-Turbo's parts fit in one file each; download the unsharded model");
   }
   if (!pickles.empty()) refuse_unsafe_format(pickles.front());
-  throw Error(ErrorKind::BadModel, "no weights in " + folder.string() + ": expected " + stem + ".safetensors",
+  throw Error(ErrorKind::BadModel, "no weights in " + path_to_utf8(folder) + ": expected " + stem + ".safetensors",
               "the diffusers folder is incomplete; download it again");
 }
 
 std::set<std::string> load_specs(WeightSet& weights, const std::vector<WeightSpec>& specs, const SafetensorsFile& file,
                                  const SourceNameFn& source_name, const std::string& hint) {
   std::set<std::string> used;
-  const std::string source = file.path().string();
+  const std::string source = path_to_utf8(file.path());
   for (const auto& spec : specs) {
     const SourceName where = source_name(spec);
     const SafetensorsEntry* entry = file.find(where.name);

@@ -12,6 +12,7 @@
 #include "io/json_util.hpp"
 #include "io/mapped_file.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -411,7 +412,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.path_ = path;
   file.mapping_ = MappedFile::open(path);
-  file.header_ = parse_safetensors(file.mapping_->data(), file.mapping_->size(), path.string());
+  file.header_ = parse_safetensors(file.mapping_->data(), file.mapping_->size(), path_to_utf8(path));
   file.index_.reserve(file.header_.entries.size());
   for (std::size_t i = 0; i < file.header_.entries.size(); ++i) file.index_[file.header_.entries[i].name] = i;
   return file;
@@ -428,13 +429,13 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 
 TensorView SafetensorsFile::view(const std::string& name) const {
   const SafetensorsEntry* entry = find(name);
-  if (!entry) throw bad(path_.string(), "no tensor named " + in_quotes(name));
+  if (!entry) throw bad(path_to_utf8(path_), "no tensor named " + in_quotes(name));
   return view(*entry);
 }
 
 TensorView SafetensorsFile::view(const SafetensorsEntry& entry) const {
   if (!entry.dtype) {
-    throw bad(path_.string(), "tensor " + in_quotes(entry.name) + " has dtype " + entry.dtype_name,
+    throw bad(path_to_utf8(path_), "tensor " + in_quotes(entry.name) + " has dtype " + entry.dtype_name,
               "only F32, F16 and BF16 weights are supported; convert the file");
   }
   TensorView v;

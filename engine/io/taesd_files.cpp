@@ -7,6 +7,7 @@
 #include "io/json_util.hpp"
 #include "io/model_loading.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -20,7 +21,7 @@ bool is_taesd_folder(const fs::path& folder) {
   const fs::path config = folder / "config.json";
   if (!fs::is_directory(folder, ec) || !fs::is_regular_file(config, ec)) return false;
   try {
-    const nlohmann::json j = parse_json_document(read_text_file(config), config.string());
+    const nlohmann::json j = parse_json_document(read_text_file(config), path_to_utf8(config));
     return j.is_object() && j.value("_class_name", nlohmann::json()).is_string() &&
            j.value("_class_name", std::string()) == "AutoencoderTiny";
   } catch (const Error&) {
@@ -36,13 +37,13 @@ std::vector<std::string> tensor_names(const SafetensorsFile& file) {
 
 // The other file of an original pair: taesd_decoder.safetensors ↔ taesd_encoder.safetensors (also taesdxl_…).
 fs::path twin_of(const fs::path& file, bool is_decoder) {
-  std::string name = file.filename().string();
+  std::string name = path_to_utf8(file.filename());
   const std::string from = is_decoder ? "decoder" : "encoder";
   const std::string to = is_decoder ? "encoder" : "decoder";
   const auto at = name.rfind(from);
   if (at == std::string::npos) return {};
   name.replace(at, from.size(), to);
-  const fs::path twin = file.parent_path() / name;
+  const fs::path twin = file.parent_path() / path_from_utf8(name);
   std::error_code ec;
   return fs::is_regular_file(twin, ec) ? twin : fs::path();
 }
@@ -51,7 +52,7 @@ void refuse_leftovers(const SafetensorsFile& file, const std::set<std::string>& 
   const auto extra = leftover_tensors(file, used, [](const std::string&) { return false; });
   if (!extra.empty()) {
     throw Error(ErrorKind::BadModel,
-                file.path().string() + " holds " + std::to_string(extra.size()) + " tensor(s) that " + what +
+                path_to_utf8(file.path()) + " holds " + std::to_string(extra.size()) + " tensor(s) that " + what +
                     " does not describe, e.g. '" + printable(extra.front(), 100) + "'",
                 "this is not the TAESD architecture the engine runs (madebyollin/taesd for SD 1.x/2.x)");
   }
@@ -59,21 +60,21 @@ void refuse_leftovers(const SafetensorsFile& file, const std::set<std::string>& 
 
 void attach_taesd_folder(ModelFiles& m, const fs::path& folder) {
   const fs::path config_path = folder / "config.json";
-  TaesdConfig config = parse_taesd_config(read_text_file(config_path), config_path.string());
+  TaesdConfig config = parse_taesd_config(read_text_file(config_path), path_to_utf8(config_path));
   const fs::path weights_path = find_part_weights(folder, "diffusion_pytorch_model");
   const SafetensorsFile file = SafetensorsFile::open(weights_path);
   config.has_decoder = file.find("decoder.layers.0.weight") != nullptr;
   config.has_encoder = file.find("encoder.layers.0.weight") != nullptr;
   if (!config.has_decoder && !config.has_encoder)
-    throw Error(ErrorKind::BadModel, weights_path.string() + " holds neither a TAESD encoder nor a decoder");
+    throw Error(ErrorKind::BadModel, path_to_utf8(weights_path) + " holds neither a TAESD encoder nor a decoder");
   const std::string prefix = kTaesdPrefix;
   const auto used = load_specs(
       m.weights, taesd_weights(config), file,
       [&](const WeightSpec& s) { return SourceName{s.name.substr(prefix.size())}; },
-      "the weights do not match " + config_path.string());
-  refuse_leftovers(file, used, config_path.string());
+      "the weights do not match " + path_to_utf8(config_path));
+  refuse_leftovers(file, used, path_to_utf8(config_path));
   m.taesd = config;
-  m.parts.push_back(make_part_info(m.weights, "taesd", prefix, weights_path.string(), "safetensors", 0));
+  m.parts.push_back(make_part_info(m.weights, "taesd", prefix, path_to_utf8(weights_path), "safetensors", 0));
 }
 
 void attach_taesd_original(ModelFiles& m, const fs::path& path) {
@@ -81,7 +82,7 @@ void attach_taesd_original(ModelFiles& m, const fs::path& path) {
   if (!looks_like_original_taesd(tensor_names(*first))) {
     throw Error(
         ErrorKind::BadModel,
-        path.string() + " is not a TAESD encoder or decoder (its tensors are not named 0.weight, 1.weight, ...)",
+        path_to_utf8(path) + " is not a TAESD encoder or decoder (its tensors are not named 0.weight, 1.weight, ...)",
         "give a diffusers AutoencoderTiny folder or madebyollin's taesd_decoder.safetensors");
   }
   // The encoder's first conv is index 0; the decoder's is index 1, after the clamp.
@@ -91,9 +92,9 @@ void attach_taesd_original(ModelFiles& m, const fs::path& path) {
     second = std::make_unique<SafetensorsFile>(SafetensorsFile::open(twin));
     const bool twin_is_decoder = second->find("0.weight") == nullptr;
     if (twin_is_decoder == first_is_decoder || !looks_like_original_taesd(tensor_names(*second))) {
-      throw Error(ErrorKind::BadModel, twin.string() + " should be the TAESD " +
-                                           (first_is_decoder ? "encoder" : "decoder") + " matching " + path.string() +
-                                           ", but is not");
+      throw Error(ErrorKind::BadModel, path_to_utf8(twin) + " should be the TAESD " +
+                                           (first_is_decoder ? "encoder" : "decoder") + " matching " +
+                                           path_to_utf8(path) + ", but is not");
     }
   }
   const SafetensorsFile* decoder = first_is_decoder ? first.get() : second.get();
@@ -107,11 +108,11 @@ void attach_taesd_original(ModelFiles& m, const fs::path& path) {
   std::string sources;
   if (decoder) {
     refuse_leftovers(*decoder, load_specs(m.weights, dec_specs, *decoder, original, hint), "the TAESD decoder");
-    sources = decoder->path().string();
+    sources = path_to_utf8(decoder->path());
   }
   if (encoder) {
     refuse_leftovers(*encoder, load_specs(m.weights, enc_specs, *encoder, original, hint), "the TAESD encoder");
-    sources += (sources.empty() ? "" : " + ") + encoder->path().string();
+    sources += (sources.empty() ? "" : " + ") + path_to_utf8(encoder->path());
   }
   m.taesd = config;
   m.parts.push_back(make_part_info(m.weights, "taesd", kTaesdPrefix, sources, "safetensors", 0));
@@ -123,13 +124,13 @@ namespace detail {
 
 ModelFiles load_taesd(const fs::path& path) {
   ModelFiles t;
-  t.name = path.string();
+  t.name = path_to_utf8(path);
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(ErrorKind::BadModel, "TAESD not found: " + path.string());
+  if (!fs::exists(path, ec)) throw Error(ErrorKind::BadModel, "TAESD not found: " + path_to_utf8(path));
   if (fs::is_directory(path, ec)) {
     if (!is_taesd_folder(path)) {
       throw Error(ErrorKind::BadModel,
-                  path.string() + " is not a TAESD folder (its config.json does not name AutoencoderTiny)",
+                  path_to_utf8(path) + " is not a TAESD folder (its config.json does not name AutoencoderTiny)",
                   "give a diffusers AutoencoderTiny folder or madebyollin's taesd_decoder.safetensors");
     }
     t.layout = "TAESD folder (diffusers AutoencoderTiny)";

@@ -8,6 +8,7 @@
 #include "io/json_util.hpp"
 #include "io/mapped_file.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
 
@@ -46,7 +47,7 @@ std::int64_t TensorView::numel() const {
 
 std::string TensorView::describe() const {
   // Names come from files: escaped, so a crafted name cannot drive a terminal.
-  if (file) return printable(name) + " in " + printable(file->path().string(), 400);
+  if (file) return printable(name) + " in " + printable(path_to_utf8(file->path()), 400);
   return printable(name);
 }
 

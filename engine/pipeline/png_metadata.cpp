@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/engine_impl.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt {
 
@@ -21,10 +22,10 @@ std::string quote(const std::string& value) {
 // What A1111 shows as "Model": the file or folder name, without the .safetensors extension.
 std::string model_label(const ModelSummary& m) {
   if (m.random_weights) return m.name + " (random weights)";
-  std::filesystem::path p(m.name);
+  std::filesystem::path p = path_from_utf8(m.name);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "folder/" → "folder"
-  std::string name = p.filename().string();
-  if (p.extension() == ".safetensors") name = p.stem().string();
+  std::string name = path_to_utf8(p.filename());
+  if (p.extension() == ".safetensors") name = path_to_utf8(p.stem());
   return name.empty() ? m.name : name;
 }
 

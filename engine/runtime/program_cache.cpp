@@ -11,6 +11,7 @@
 #include "runtime/cl_error.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 #include "sdt_kernel_sources.hpp"
 
 namespace sdt::cl {
@@ -60,9 +61,9 @@ std::filesystem::path default_cache_dir() {
   return std::filesystem::temp_directory_path() / "SD-Turbo Studio" / "kernels";
 #else
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::filesystem::path(xdg) / "sdturbo-studio" / "kernels";
+    return path_from_utf8(xdg) / "sdturbo-studio" / "kernels";
   if (const char* home = std::getenv("HOME"); home && *home)
-    return std::filesystem::path(home) / ".cache" / "sdturbo-studio" / "kernels";
+    return path_from_utf8(home) / ".cache" / "sdturbo-studio" / "kernels";
   return std::filesystem::temp_directory_path() / "sdturbo-studio" / "kernels";
 #endif
 }
@@ -143,7 +144,7 @@ cl_program ProgramCache::load_binary(const std::filesystem::path& path, std::str
                                      const std::string& options) {
   auto reject = [&](const char* why) -> cl_program {
     ++stats_.disk_rejects;
-    log::get("cl")->info("kernel cache entry {} for {} is unusable ({}); rebuilding from source", path.string(),
+    log::get("cl")->info("kernel cache entry {} for {} is unusable ({}); rebuilding from source", path_to_utf8(path),
                          label, why);
     return nullptr;
   };
@@ -194,12 +195,14 @@ void ProgramCache::store_binary(cl_program program, const std::filesystem::path&
   // A unique temporary name per process and call, then an atomic rename: readers see the old file or the new
   // one, never a torn one.
   std::random_device rd;
-  const auto tmp = path.string() + ".tmp" + hex((std::uint64_t(rd()) << 32) | rd());
+  // Built as a path, not a std::string: on Windows a narrow file name would go through the ANSI code page.
+  std::filesystem::path tmp = path;
+  tmp += ".tmp" + hex((std::uint64_t(rd()) << 32) | rd());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
       log::get("cl")->info("kernel cache folder {} is not writable; continuing without disk cache",
-                           path.parent_path().string());
+                           path_to_utf8(path.parent_path()));
       return;
     }
     const std::uint32_t version = kFormatVersion;
@@ -212,14 +215,14 @@ void ProgramCache::store_binary(cl_program program, const std::filesystem::path&
     out.close();
     if (!out) {
       std::filesystem::remove(tmp, ec);
-      log::get("cl")->info("could not write kernel cache entry {} (disk full?)", path.string());
+      log::get("cl")->info("could not write kernel cache entry {} (disk full?)", path_to_utf8(path));
       return;
     }
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    log::get("cl")->info("could not store kernel cache entry {}: {}", path.string(), ec.message());
+    log::get("cl")->info("could not store kernel cache entry {}: {}", path_to_utf8(path), ec.message());
   }
 }
 

@@ -17,8 +17,9 @@
 
 namespace sdt::cl {
 
-// The platform's cache folder for kernel binaries: $XDG_CACHE_HOME or ~/.cache on Linux,
-// %LOCALAPPDATA% on Windows, each followed by "sdturbo-studio/kernels".
+// The platform's cache folder for kernel binaries: $XDG_CACHE_HOME/sdturbo-studio/kernels or
+// ~/.cache/sdturbo-studio/kernels on Linux, %LOCALAPPDATA%\SD-Turbo Studio\kernels on Windows (read as UTF-16:
+// the user's folder name may hold any character).
 std::filesystem::path default_cache_dir();
 
 struct ProgramCacheStats {

@@ -11,6 +11,7 @@
 
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 #include "text/unicode.hpp"
 
 namespace sdt::text {
@@ -131,20 +132,20 @@ std::optional<std::string> read_pad_token(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   if (std::filesystem::file_size(path, ec) > (1u << 20))
-    throw Error(ErrorKind::BadModel, path.string() + ": larger than 1 MB; not a tokenizer config");
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": larger than 1 MB; not a tokenizer config");
   std::ifstream in(path, std::ios::binary);
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::BadModel, path.string() + ": not valid JSON: " + e.what());
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": not valid JSON: " + e.what());
   }
   if (!config.is_object() || !config.contains("pad_token") || config["pad_token"].is_null()) return std::nullopt;
   const auto& pad = config["pad_token"];
   if (pad.is_string()) return pad.get<std::string>();
   if (pad.is_object() && pad.contains("content") && pad["content"].is_string())
     return pad["content"].get<std::string>();
-  throw Error(ErrorKind::BadModel, path.string() + ": `pad_token` is neither a string nor {\"content\": ...}");
+  throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": `pad_token` is neither a string nor {\"content\": ...}");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 #include "text/unicode.hpp"
 
 namespace sdt::text {
@@ -26,14 +27,14 @@ constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 std::string read_text_file(const std::filesystem::path& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw Error(ErrorKind::BadModel, path.string() + ": cannot read: " + ec.message());
+  if (ec) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": cannot read: " + ec.message());
   if (size > kMaxFileBytes)
-    bad_file(path.string(), "is " + std::to_string(size) + " bytes; a CLIP tokenizer file is about 1 MB");
+    bad_file(path_to_utf8(path), "is " + std::to_string(size) + " bytes; a CLIP tokenizer file is about 1 MB");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::BadModel, path.string() + ": cannot open for reading");
+  if (!in) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": cannot open for reading");
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in && !in.eof()) throw Error(ErrorKind::BadModel, path.string() + ": read failed");
+  if (!in && !in.eof()) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": read failed");
   return text.str();
 }
 
@@ -138,7 +139,7 @@ void ClipVocab::finish(const std::string& source) {
 
 ClipVocab ClipVocab::from_files(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
   ClipVocab vocab;
-  const std::string vocab_source = vocab_json.string();
+  const std::string vocab_source = path_to_utf8(vocab_json);
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(read_text_file(vocab_json));
@@ -150,7 +151,7 @@ ClipVocab ClipVocab::from_files(const std::filesystem::path& vocab_json, const s
     if (!value.is_number_integer()) bad_file(vocab_source, "the id of \"" + token + "\" is not an integer");
     vocab.add_token(token, value.get<int>(), vocab_source);
   }
-  vocab.parse_merges(read_text_file(merges_txt), merges_txt.string(), /*add_merged_tokens=*/false);
+  vocab.parse_merges(read_text_file(merges_txt), path_to_utf8(merges_txt), /*add_merged_tokens=*/false);
   vocab.finish(vocab_source);
   sdt::log::get("text")->debug("CLIP vocabulary from {}: {} tokens, {} merges", vocab_source, vocab.size(),
                                vocab.merge_count());
