@@ -94,7 +94,7 @@ nn::Tensor UNetMidBlock::operator()(cl::Context& ctx, const nn::Tensor& x, const
   // x: [C, h, w] → [C, h, w]
   nn::Tensor h = resnets_[0](ctx, x, &temb_silu);
   h = attentions_[0](ctx, h, context);
-  return resnets_[1](ctx, h, &temb_silu);
+  return resnets_[1](ctx, std::move(h), &temb_silu);
 }
 
 UNetUpBlock::UNetUpBlock(const nn::WeightScope& scope, const io::UNetConfig& c, int index) {
@@ -122,7 +122,11 @@ nn::Tensor UNetUpBlock::operator()(cl::Context& ctx, nn::Tensor x, const nn::Ten
     nn::Tensor skip = std::move(skips.back());
     skips.pop_back();
     nn::Tensor joined = nn::concat_channels(ctx, x, skip);  // [C + skip, h, w]
-    x = resnets_[j](ctx, joined, &temb_silu);               // [out, h, w]
+    // Only the concatenation is read from here on: x and the skip go back to the pool now, and the resnet
+    // consumes the concatenation.
+    skip = nn::Tensor();
+    x = nn::Tensor();
+    x = resnets_[j](ctx, std::move(joined), &temb_silu);  // [out, h, w]
     if (!attentions_.empty()) x = attentions_[j](ctx, x, context);
   }
   if (upsamplers_0_) x = (*upsamplers_0_)(ctx, x);  // [out, 2h, 2w]

@@ -39,11 +39,11 @@ VaeMidBlock::VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& c) {
   resnets_.emplace_back(scope["resnets"][1], vae_resnet(c, C, C));
 }
 
-nn::Tensor VaeMidBlock::operator()(cl::Context& ctx, const nn::Tensor& x) const {
+nn::Tensor VaeMidBlock::operator()(cl::Context& ctx, nn::Tensor x) const {
   // x: [C, h, w]
-  nn::Tensor h = resnets_[0](ctx, x);
+  nn::Tensor h = resnets_[0](ctx, std::move(x));
   if (attentions_0_) h = attentions_0_->spatial(ctx, h);
-  return resnets_[1](ctx, h);
+  return resnets_[1](ctx, std::move(h));
 }
 
 VaeDecoder::VaeDecoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
@@ -73,9 +73,10 @@ nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) c
   nn::Tensor x = nn::scale(ctx, latents, 1.0f / config_.scaling_factor);  // [L, h, w]
   if (post_quant_conv_) x = (*post_quant_conv_)(ctx, x);
   x = conv_in_(ctx, x);  // [C_last, h, w]
-  x = (*mid_block_)(ctx, x);
+  x = (*mid_block_)(ctx, std::move(x));
   for (const auto& up : up_blocks_) {
-    for (const auto& resnet : up.resnets) x = resnet(ctx, x);
+    // Each resnet consumes its input, so the previous tensor is gone before the next one is made.
+    for (const auto& resnet : up.resnets) x = resnet(ctx, std::move(x));
     if (up.upsamplers_0) x = (*up.upsamplers_0)(ctx, x);  // [C, 2h, 2w]
   }
   x = conv_norm_out_(ctx, x, true);  // [C0, H, W]
@@ -107,10 +108,10 @@ nn::Tensor VaeEncoder::operator()(cl::Context& ctx, const nn::Tensor& image) con
   // image: [3, H, W] in [−1, 1]
   nn::Tensor x = conv_in_(ctx, image);  // [C0, H, W]
   for (const auto& down : down_blocks_) {
-    for (const auto& resnet : down.resnets) x = resnet(ctx, x);
+    for (const auto& resnet : down.resnets) x = resnet(ctx, std::move(x));
     if (down.downsamplers_0) x = (*down.downsamplers_0)(ctx, x);  // [C, H/2, W/2]
   }
-  x = (*mid_block_)(ctx, x);
+  x = (*mid_block_)(ctx, std::move(x));
   x = conv_norm_out_(ctx, x, true);
   x = conv_out_(ctx, x);  // [2L, h, w]
   if (quant_conv_) x = (*quant_conv_)(ctx, x);

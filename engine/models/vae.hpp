@@ -18,7 +18,7 @@ namespace sdt::models {
 class VaeMidBlock {
  public:
   VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& config);
-  nn::Tensor operator()(cl::Context& ctx, const nn::Tensor& x) const;  // [C, h, w] → [C, h, w]
+  nn::Tensor operator()(cl::Context& ctx, nn::Tensor x) const;  // [C, h, w] → [C, h, w], consumes x
 
  private:
   std::vector<nn::ResnetBlock2D> resnets_;

@@ -29,10 +29,14 @@ class ResnetBlock2D {
 
   // x: [in, H, W], temb_silu: silu(temb) [1, temb_channels] or null → [out, H, W]
   Tensor operator()(cl::Context& ctx, const Tensor& x, const Tensor* temb_silu = nullptr) const;
+  // The same, consuming x: with a shortcut conv, x goes back to the pool as soon as its last reader (norm1) is
+  // enqueued, before conv1's output is allocated, so the block never holds more than three tensors at once.
+  Tensor operator()(cl::Context& ctx, Tensor&& x, const Tensor* temb_silu = nullptr) const;
 
   std::int64_t out_channels() const { return shape_.out_channels; }
 
  private:
+  Tensor forward(cl::Context& ctx, const Tensor& x, Tensor* owned, const Tensor* temb_silu) const;
   ResnetShape shape_;
   GroupNorm norm1_;
   Conv2d conv1_;

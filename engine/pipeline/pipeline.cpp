@@ -86,6 +86,9 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
     ctx_.set_stage(label);
     if (hook) hook(label, step, steps);
   };
+  // Nothing of the last generation is alive and its read-back drained the queue: the pool plans this
+  // generation's buffers from the last one's requests, and what it releases here waits for nothing.
+  ctx_.settle_pool();
   DeviceOutputs out;
   const auto tokenize_start = std::chrono::steady_clock::now();
   out.tokens = tokenizer_.encode(request.prompt);

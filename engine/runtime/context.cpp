@@ -8,21 +8,10 @@
 
 namespace sdt::cl {
 
-// The pool: free buffers by exact byte size. Sizes repeat exactly from one generation to the next, so after the
-// first generation every request is served from the free lists and nothing is allocated.
-struct PoolState {
-  cl_context context = nullptr;
-  std::mutex mutex;
-  std::multimap<std::size_t, MemHandle> free;
-  std::uint64_t pooled_bytes = 0;
-  std::uint64_t persistent_bytes = 0;
-  std::uint64_t peak_bytes = 0;
-
-  void update_peak() { peak_bytes = std::max(peak_bytes, pooled_bytes + persistent_bytes); }
-};
-
-Buffer::Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool)
-    : mem_(std::move(mem)), bytes_(bytes), pool_(std::move(pool)) {}
+Buffer::Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool, const PoolTag& tag)
+    : mem_(std::move(mem)), bytes_(bytes), tag_(tag), pool_(std::move(pool)) {
+  if (tag_.requested == 0) tag_.requested = bytes_;
+}
 
 Buffer::~Buffer() { give_back(); }
 
@@ -31,6 +20,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     give_back();
     mem_ = std::move(other.mem_);
     bytes_ = other.bytes_;
+    tag_ = other.tag_;
     pool_ = std::move(other.pool_);
   }
   return *this;
@@ -40,7 +30,7 @@ void Buffer::give_back() {
   if (!mem_) return;
   if (pool_) {
     std::lock_guard lock(pool_->mutex);
-    pool_->free.emplace(bytes_, std::move(mem_));
+    pool_->give_back(std::move(mem_), bytes_, tag_);
   }
   mem_.reset();
   pool_.reset();
@@ -81,7 +71,6 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options) : de
   if (options.disk_cache) dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   programs_ = std::make_unique<ProgramCache>(context_.get(), device_, dir);
   pool_ = std::make_shared<PoolState>();
-  pool_->context = context_.get();
   log::get("cl")->info("opened {}", describe(device.info));
 }
 
@@ -90,38 +79,38 @@ Context::~Context() {
   recorded_.clear();
   kernels_.clear();
   programs_.reset();
-  if (pool_) {
-    std::lock_guard lock(pool_->mutex);
-    pool_->free.clear();
-  }
+  if (pool_) trim_pool();
 }
 
 Buffer Context::buffer(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
-  {
-    std::lock_guard lock(pool_->mutex);
-    if (auto it = pool_->free.find(bytes); it != pool_->free.end()) {
-      MemHandle mem = std::move(it->second);
-      pool_->free.erase(it);
-      return Buffer(std::move(mem), bytes, pool_);
-    }
-  }
   if (bytes > info().max_allocation)
     throw Error(ErrorKind::OutOfMemory,
                 "a buffer of " + std::to_string(bytes >> 20) + " MiB exceeds the device's largest allocation (" +
                     std::to_string(info().max_allocation >> 20) + " MiB)",
                 "try a smaller image size or the TAESD decoder");
+  PoolState::Decision decision;
+  {
+    std::lock_guard lock(pool_->mutex);
+    decision = pool_->take(bytes);
+  }
+  if (decision.mem) return Buffer(std::move(decision.mem), decision.bytes, pool_, decision.tag);
+  decision.release.clear();  // unlocked: a release may wait for the queue
+  const std::size_t size = decision.bytes;
   cl_int status = CL_SUCCESS;
-  MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
+  MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &status));
   status = inject(status, "clCreateBuffer");
   if (status != CL_SUCCESS) {
     // Free what the pool holds and try once more before giving up.
     trim_pool();
-    mem = MemHandle(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
-    check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (pooled)");
+    mem = MemHandle(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &status));
+    check(status, "clCreateBuffer", std::to_string(size) + " bytes (pooled)");
   }
-  note_allocation(static_cast<std::int64_t>(bytes), 0);
-  return Buffer(std::move(mem), bytes, pool_);
+  {
+    std::lock_guard lock(pool_->mutex);
+    pool_->note_created(size, decision.tag);
+  }
+  return Buffer(std::move(mem), size, pool_, decision.tag);
 }
 
 namespace {
@@ -130,7 +119,7 @@ void CL_CALLBACK on_persistent_release(cl_mem, void* user) {
   auto* state = static_cast<std::pair<std::weak_ptr<PoolState>, std::size_t>*>(user);
   if (auto pool = state->first.lock()) {
     std::lock_guard lock(pool->mutex);
-    pool->persistent_bytes -= state->second;
+    pool->note_persistent(-static_cast<std::int64_t>(state->second));
   }
   delete state;
 }
@@ -143,31 +132,37 @@ Buffer Context::persistent(std::size_t bytes) {
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
   auto* state = new std::pair<std::weak_ptr<PoolState>, std::size_t>(pool_, bytes);
   if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS) delete state;
-  else note_allocation(0, static_cast<std::int64_t>(bytes));
+  else {
+    std::lock_guard lock(pool_->mutex);
+    pool_->note_persistent(static_cast<std::int64_t>(bytes));
+  }
   return Buffer(std::move(mem), bytes, nullptr);
 }
 
-void Context::note_allocation(std::int64_t pooled_delta, std::int64_t persistent_delta) {
-  std::lock_guard lock(pool_->mutex);
-  pool_->pooled_bytes += pooled_delta;
-  pool_->persistent_bytes += persistent_delta;
-  pool_->update_peak();
+void Context::settle_pool() {
+  std::vector<MemHandle> released;
+  {
+    std::lock_guard lock(pool_->mutex);
+    released = pool_->settle();
+  }
 }
 
 void Context::trim_pool() {
-  std::lock_guard lock(pool_->mutex);
-  for (auto& [bytes, mem] : pool_->free) pool_->pooled_bytes -= bytes;
-  pool_->free.clear();
+  std::vector<MemHandle> released;
+  {
+    std::lock_guard lock(pool_->mutex);
+    released = pool_->take_all_free();
+  }
 }
 
 MemoryStats Context::memory() const {
   std::lock_guard lock(pool_->mutex);
-  return {pool_->pooled_bytes, pool_->persistent_bytes, pool_->peak_bytes};
+  return pool_->stats();
 }
 
 void Context::reset_peak() {
   std::lock_guard lock(pool_->mutex);
-  pool_->peak_bytes = pool_->pooled_bytes + pool_->persistent_bytes;
+  pool_->reset_peak();
 }
 
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {

@@ -1,5 +1,5 @@
-// The OpenCL context of one device: one in-order queue with profiling, a size-keyed buffer pool, the program
-// cache, kernel launches and their profiling events.
+// The OpenCL context of one device: one in-order queue with profiling, a buffer pool (runtime/buffer_pool.hpp),
+// the program cache, kernel launches and their profiling events.
 //
 // Usage pattern (see engine/nn): allocate activations from the pool, enqueue kernels without synchronising,
 // let Buffers go out of scope as soon as the kernels that use them are enqueued (the queue is in order, so a
@@ -21,55 +21,27 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/buffer_pool.hpp"
 #include "runtime/cl_error.hpp"
 #include "runtime/devices.hpp"
 #include "runtime/program_cache.hpp"
 
 namespace sdt::cl {
 
-// RAII for OpenCL handles. Destructors never throw.
-template <typename T, cl_int (*Release)(T)>
-class Handle {
- public:
-  Handle() = default;
-  explicit Handle(T handle) : handle_(handle) {}
-  ~Handle() { reset(); }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  Handle(Handle&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
-  Handle& operator=(Handle&& other) noexcept {
-    if (this != &other) {
-      reset();
-      handle_ = other.handle_;
-      other.handle_ = nullptr;
-    }
-    return *this;
-  }
-  void reset() {
-    if (handle_) Release(handle_);
-    handle_ = nullptr;
-  }
-  T get() const { return handle_; }
-  explicit operator bool() const { return handle_ != nullptr; }
-
- private:
-  T handle_ = nullptr;
-};
-
+// Handle (RAII for OpenCL handles), MemHandle and MemoryStats live in runtime/buffer_pool.hpp.
 using ContextHandle = Handle<cl_context, clReleaseContext>;
 using QueueHandle = Handle<cl_command_queue, clReleaseCommandQueue>;
-using MemHandle = Handle<cl_mem, clReleaseMemObject>;
 using ProgramHandle = Handle<cl_program, clReleaseProgram>;
 using KernelHandle = Handle<cl_kernel, clReleaseKernel>;
 using EventHandle = Handle<cl_event, clReleaseEvent>;
 
-struct PoolState;
+class PoolState;
 
 // A device buffer. Pooled buffers go back to their pool when destroyed; others are released.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool);
+  Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool, const PoolTag& tag = {});
   ~Buffer();
   Buffer(Buffer&&) noexcept = default;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -77,6 +49,7 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   cl_mem get() const { return mem_.get(); }
+  // The buffer's size: a pooled buffer may be larger than what was asked for.
   std::size_t bytes() const { return bytes_; }
   explicit operator bool() const { return static_cast<bool>(mem_); }
 
@@ -84,6 +57,7 @@ class Buffer {
   void give_back();
   MemHandle mem_;
   std::size_t bytes_ = 0;
+  PoolTag tag_;
   std::shared_ptr<PoolState> pool_;
 };
 
@@ -113,12 +87,6 @@ struct KernelTiming {
   double duration_ms = 0;
 };
 
-struct MemoryStats {
-  std::uint64_t pooled_bytes = 0;      // every buffer the pool holds, free or in use
-  std::uint64_t persistent_bytes = 0;  // weights and other non-pooled buffers alive
-  std::uint64_t peak_bytes = 0;        // peak of the sum of the two since reset_peak()
-};
-
 struct ContextOptions {
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   bool disk_cache = true;
@@ -137,7 +105,7 @@ class Context {
   cl_command_queue queue() const { return queue_.get(); }
 
   // ---- memory ----
-  // A buffer from the size-keyed pool (contents undefined). Returns to the pool when destroyed.
+  // A buffer of at least `bytes` from the pool (contents undefined). Returns to the pool when destroyed.
   Buffer buffer(std::size_t bytes);
   // A buffer outside the pool (weights): released when destroyed.
   Buffer persistent(std::size_t bytes);
@@ -147,6 +115,10 @@ class Context {
   void read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
   // Frees every pooled buffer not in use (after an out-of-memory error, or to give memory back).
   void trim_pool();
+  // Marks the boundary between two generations: call where no large pooled buffer is alive and the queue is
+  // idle. The pool plans the next generation's buffers from the requests of the last one (see
+  // runtime/buffer_pool.hpp) and releases what the plan has no use for, which waits for nothing there.
+  void settle_pool();
   MemoryStats memory() const;
   void reset_peak();
 
@@ -192,7 +164,6 @@ class Context {
   void set_arg(cl_kernel kernel, cl_uint index, cl_mem mem);
   std::string kernel_name(cl_kernel kernel) const;
   void enqueue(cl_kernel kernel, const Range& global, const Range& local);
-  void note_allocation(std::int64_t pooled_delta, std::int64_t persistent_delta);
 
   DeviceHandle device_;
   ContextHandle context_;
@@ -212,8 +183,6 @@ class Context {
   };
   std::vector<Recorded> recorded_;
   std::map<std::string, double> flops_;
-
-  friend struct PoolState;
 };
 
 // "-DSDT_VENDOR_NVIDIA=1 ..." for a device: vendor flags and the tunables' row of the per-device table.
