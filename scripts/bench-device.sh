@@ -3,6 +3,8 @@
 # (carried as .carry/device): GPU correctness checks against the fixtures, then sdturbo-bench on every OpenCL
 # device (the NVIDIA GPU, and PoCL for reference), leaving JSON and logs in OUTDIR and a short table last.
 #   scripts/bench-device.sh OUTDIR [BUNDLE_DIR]
+# SDT_KERNEL_BENCH=0 skips the per-kernel throughput table, SDT_BENCH_POCL=0 the PoCL reference run;
+# SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16").
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -20,23 +22,29 @@ gpu=$(grep -m1 -i nvidia "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
 gpu=${gpu:-0}
 
 # Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
-for t in sdt_test_runtime sdt_test_kernels sdt_test_models; do
+for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
   [ -x "$bundle/bin/$t" ] || continue
   SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
   echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
 done
+# Kernel throughput at SD-Turbo's shapes (fp16 weights take the tensor-core kernel where the GPU has one).
+if [ -x "$bundle/bin/sdt_test_kernels" ] && [ "${SDT_KERNEL_BENCH:-1}" != 0 ]; then
+  SDT_TEST_DEVICE=$gpu timeout 240 "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
+    --gtest_filter='KernelBench.*' >"$out/kernel-bench.txt" 2>&1
+  echo "kernel bench: exit $?"
+fi
 
 bench=$bundle/bin/sdturbo-bench
 if [ -x "$bench" ]; then
   cache=$(mktemp -d)
-  for weights in fp32 fp16; do
+  for weights in ${SDT_BENCH_WEIGHTS:-fp32 fp16}; do
     "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" --width 512 --height 512 \
       --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" --json "$out/bench-h200-$weights.json" \
       >"$out/bench-h200-$weights.txt" 2>&1
     echo "bench $weights: exit $?"
   done
   pocl=$(grep -m1 -i "portable computing" "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
-  if [ -n "$pocl" ]; then
+  if [ -n "$pocl" ] && [ "${SDT_BENCH_POCL:-1}" != 0 ]; then
     timeout 240 "$bench" --device "$pocl" --model random:tiny --weights fp32 --width 128 --height 128 --warmup 1 \
       --runs 3 --cache-dir "$cache" --json "$out/bench-pocl-tiny.json" >"$out/bench-pocl-tiny.txt" 2>&1
     echo "bench pocl (tiny, reference): exit $?"

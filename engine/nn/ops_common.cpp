@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "nn/ops_internal.hpp"
 #include "runtime/cl_error.hpp"
+#include "runtime/devices.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
 
@@ -224,6 +227,118 @@ int gemm_splits(const cl::Context& ctx, std::size_t tiles, int K, int tk) {
 void set_gemm_split_override(std::optional<int> splits) {
   std::lock_guard lock(g_override_mutex);
   g_split_override = splits;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tensor cores (kernels/gemm_tc.cl)
+namespace {
+std::optional<TensorCores> g_tc_override;
+std::optional<TcConfig> g_tc_config_override;
+
+// SDT_TENSOR_CORES=0 keeps every product on gemm.cl (fp32 activations) on any device.
+bool tensor_cores_disabled_by_env() {
+  static const bool disabled = [] {
+    const char* env = std::getenv("SDT_TENSOR_CORES");
+    return env && std::strcmp(env, "0") == 0;
+  }();
+  return disabled;
+}
+
+// SDT_TC_TILE="tm,tn,warps_m,warps_n": a tuning run's tensor-core configuration.
+std::optional<TcConfig> tc_from_env() {
+  static const std::optional<TcConfig> config = []() -> std::optional<TcConfig> {
+    const char* env = std::getenv("SDT_TC_TILE");
+    if (!env || !*env) return std::nullopt;
+    const auto v = parse_ints(env);
+    TcConfig c;
+    if (v.size() == 4) c = {v[0], v[1], v[2], v[3]};
+    if (v.size() != 4 || !c.valid()) {
+      log::get("engine")->warn("ignoring SDT_TC_TILE='{}': expected tm,tn,warps_m,warps_n obeying gemm_tc.cl's rules",
+                               env);
+      return std::nullopt;
+    }
+    return c;
+  }();
+  return config;
+}
+}  // namespace
+
+bool device_has_tensor_cores(const cl::Context& ctx) {
+  static std::mutex mutex;
+  static std::map<cl_device_id, bool> known;
+  std::lock_guard lock(mutex);
+  auto it = known.find(ctx.device());
+  if (it == known.end()) {
+    const auto& info = ctx.info();
+    const bool nvidia = (info.vendor + " " + info.platform_name).find("NVIDIA") != std::string::npos;
+    const int major = nvidia && info.is_gpu() ? cl::nv_compute_capability_major(ctx.device()) : 0;
+    it = known.emplace(ctx.device(), major >= 8).first;
+    if (nvidia)
+      log::get("engine")->info("{}: compute capability {}.x, tensor-core GEMM for fp16 weights {}", info.name, major,
+                               major < 8                        ? "unavailable (needs 8.0)"
+                               : tensor_cores_disabled_by_env() ? "off (SDT_TENSOR_CORES=0)"
+                                                                : "on");
+  }
+  return it->second;
+}
+
+TensorCores tensor_core_path(const cl::Context& ctx, bool b_half) {
+  {
+    std::lock_guard lock(g_override_mutex);
+    if (g_tc_override) return *g_tc_override == TensorCores::Off || b_half ? *g_tc_override : TensorCores::Off;
+  }
+  if (!b_half || tensor_cores_disabled_by_env()) return TensorCores::Off;
+  return device_has_tensor_cores(ctx) ? TensorCores::Ptx : TensorCores::Off;
+}
+
+std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> path) {
+  std::lock_guard lock(g_override_mutex);
+  return std::exchange(g_tc_override, path);
+}
+
+std::string TcConfig::defines() const {
+  std::ostringstream s;
+  s << "-DTC_TM=" << tm << " -DTC_TN=" << tn << " -DTC_WARPS_M=" << warps_m << " -DTC_WARPS_N=" << warps_n;
+  return s.str();
+}
+
+bool TcConfig::valid() const {
+  if (tm <= 0 || tn <= 0 || warps_m <= 0 || warps_n <= 0) return false;
+  if (tm % warps_m || tn % warps_n || (tm / warps_m) % 16 || (tn / warps_n) % 8) return false;
+  const int nt = threads();
+  // Weight rows are tn (mode 0) or tm (convolutions), activation rows the other: both must split evenly.
+  for (int w : {tm, tn})
+    if ((w * 4) % nt) return false;
+  if ((tm * 8) % nt) return false;             // mode 0 activations: float4 chunks
+  return nt % tn == 0 && 16 % (nt / tn) == 0;  // convolutions: pixels along tn
+}
+
+TcConfig tc_config(const cl::Context& ctx, int mode, int M, int N) {
+  {
+    std::lock_guard lock(g_override_mutex);
+    if (g_tc_config_override) return *g_tc_config_override;
+  }
+  if (auto env = tc_from_env()) return *env;
+  // Measured on the H200 with every product of SD-Turbo forced to each tile (docs/PERFORMANCE.md, 2026-12-01):
+  //  - k×k convolutions with more than 64 pixels and 64 output channels: 128×128 everywhere, split-K included
+  //    (UNet 16²–64²: 62–72 TFLOP/s against 57 for 64×64; VAE at 64²: 103 against 76; VAE at 128²–512²: 116–127);
+  //  - 64 outputs or fewer along either axis (UNet 8×8, conv_out with 3 or 4 channels): 64×64, which wastes
+  //    less of each tile (conv_out 128→3 at 512²: 0.50 ms against 0.65);
+  //  - linear layers and 1×1 convolutions: 128×128 only when those tiles alone fill the device twice over
+  //    (4096×320→2560: 76 TFLOP/s); otherwise 64×64 (4096×320→320: 40 against 26; 1×1 960→320: 58 against 45).
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2};
+  if (M <= 64 || N <= 64 || !fits(ctx, big.threads(), big.local_bytes())) return small;
+  if (mode == 2) return big;
+  // Rows of the mma are m in mode 0 and n in the convolutions; both tiles are square, so the count of
+  // work-groups is the same either way.
+  const std::size_t big_tiles = static_cast<std::size_t>((M + big.tm - 1) / big.tm) * ((N + big.tn - 1) / big.tn);
+  const std::size_t target = 2 * static_cast<std::size_t>(std::max<std::uint32_t>(ctx.info().compute_units, 1));
+  return big_tiles >= target ? big : small;
+}
+
+void set_tc_config_override(std::optional<TcConfig> config) {
+  std::lock_guard lock(g_override_mutex);
+  g_tc_config_override = config;
 }
 
 std::size_t AttentionConfig::local_bytes() const {

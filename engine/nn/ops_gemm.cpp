@@ -3,8 +3,11 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
+#include <atomic>
 
 #include "nn/ops_internal.hpp"
+#include "runtime/log.hpp"
+#include "sdt/error.hpp"
 
 namespace sdt::nn {
 namespace {
@@ -40,9 +43,84 @@ void check_residual(const std::string& op, const Tensor* residual, const std::ve
          "residual must have the output's shape " + shape_string(shape) + ", got " + describe("residual", *residual));
 }
 
+// The split-K reduction of kernels/gemm.cl: sums `splits` slices of `partial` in order, then the epilogue.
+void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, int splits,
+                          const cl::Buffer& partial, const std::string& options) {
+  cl_kernel reduce = ctx.kernel("gemm", "gemm_splitk_reduce", options);
+  const std::size_t ls = detail::fit_local(ctx, reduce, 256);
+  ctx.launch(reduce, cl::Range(cl::round_up(static_cast<std::size_t>(p.M) * p.N, ls)), cl::Range(ls), p.M, p.N, splits,
+             partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
+}
+
+// Launches a gemm.cl / gemm_tc.cl kernel (same arguments): with one K slice the kernel applies the epilogue
+// itself; with several, the slices go to a pooled workspace that the reduction (built with `reduce_options`)
+// sums in order (the in-order queue keeps the workspace alive for it; the pool may hand it out again once
+// both are enqueued).
+void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, const cl::Range& local,
+                 const GemmProblem& p, const detail::GemmOperands& o, Act act, int splits, int k_chunk,
+                 const std::string& reduce_options) {
+  const bool split = splits > 1;
+  const cl::Buffer partial =
+      split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
+  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
+             split ? cl_mem{nullptr} : o.residual, o.c, static_cast<int>(split ? Act::None : act), p.a_off, p.lda,
+             p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample,
+             k_chunk, split ? partial.get() : cl_mem{nullptr});
+  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
+  ctx.add_flops(2.0 * p.M * p.N * p.K);
+}
+
+std::atomic<bool> g_ptx_rejected{false};  // the driver's compiler refused gemm_tc.cl's PTX once: stop asking
+
+// kernels/gemm_tc.cl: fp16 operands on tensor cores (ptx) or its portable stand-in. False when the device
+// cannot run the kernel's work-group or its compiler refused the PTX (the caller then runs gemm.cl).
+
+bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, bool ptx) {
+  if (ptx && g_ptx_rejected) return false;
+  std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") +
+                        " -DGEMM_TC_PTX=" + (ptx ? "1" : "0") +
+                        " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
+                        " -DA_ALIGN4=" + (p.mode == kModeLinear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
+  if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
+  detail::TcConfig config = detail::tc_config(ctx, p.mode, p.M, p.N);
+  cl_kernel kernel = nullptr;
+  try {
+    kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
+    if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) {
+      config = {64, 64, 2, 2};
+      kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
+      if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
+    }
+  } catch (const Error& e) {
+    // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
+    if (!ptx || e.kind() != ErrorKind::Device) throw;
+    if (!g_ptx_rejected.exchange(true))
+      log::get("engine")->warn("tensor-core GEMM did not build, using the fp32 kernels instead: {}", e.what());
+    return false;
+  }
+  constexpr int kTk = 32;  // gemm_tc.cl's K step
+  // Activation rows (m) and weight rows (n) per work-group: mma rows are m in mode 0, n in the convolutions.
+  const int tile_m = p.mode == kModeLinear ? config.tm : config.tn;
+  const int tile_n = p.mode == kModeLinear ? config.tn : config.tm;
+  const std::size_t m_groups = (p.M + tile_m - 1) / tile_m, n_groups = (p.N + tile_n - 1) / tile_n;
+  const int splits = detail::gemm_splits(ctx, m_groups * n_groups, p.K, kTk);
+  const int k_chunk = static_cast<int>(
+      cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
+  const cl::Range global(m_groups * config.threads(), n_groups, splits);
+  const cl::Range local(config.threads(), 1, 1);
+  // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row.
+  std::string reduce_options = detail::gemm_config(ctx, p.mode).defines() + " -DA_MODE=" + std::to_string(p.mode) +
+                               " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
+  if (p.mode == kModeConv) reduce_options += " -DCONV_KS=" + std::to_string(p.ks);
+  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options);
+  return true;
+}
+
 }  // namespace
 
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
+  if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
+    if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
   std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
                         " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
   if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
@@ -62,23 +140,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   const cl::Range global =
       m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, splits) : cl::Range(n_groups * rtn, m_groups * rtm, splits);
   const cl::Range local = m_fast ? cl::Range(rtm, rtn, 1) : cl::Range(rtn, rtm, 1);
-  if (splits == 1) {
-    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, o.bias, o.residual, o.c, static_cast<int>(act), p.a_off,
-               p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left,
-               p.upsample, k_chunk, cl_mem{nullptr});
-  } else {
-    // The slices go to a pooled workspace, summed in order by the reduction (the in-order queue keeps the
-    // workspace alive for it; the pool may hand it out again once both are enqueued).
-    const cl::Buffer partial = ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N);
-    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, cl_mem{nullptr}, cl_mem{nullptr}, o.c,
-               static_cast<int>(Act::None), p.a_off, p.lda, p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w,
-               p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk, partial.get());
-    cl_kernel reduce = ctx.kernel("gemm", "gemm_splitk_reduce", config.defines() + variant);
-    const std::size_t ls = fit_local(ctx, reduce, 256);
-    ctx.launch(reduce, cl::Range(cl::round_up(static_cast<std::size_t>(p.M) * p.N, ls)), cl::Range(ls), p.M, p.N,
-               splits, partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
-  }
-  ctx.add_flops(2.0 * p.M * p.N * p.K);
+  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, config.defines() + variant);
 }
 
 Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act, const Tensor* residual) {

@@ -73,6 +73,33 @@ int gemm_splits(const cl::Context& ctx, std::size_t tiles, int K, int tk);
 // Tests and tuning: force the number of K slices (clamped to the K steps available); nullopt: the heuristic.
 void set_gemm_split_override(std::optional<int> splits);
 
+// ---- tensor-core matrix multiply (kernels/gemm_tc.cl): fp16 operands, fp32 accumulation
+// Which kernel a product with fp16-stored weights runs: Off (gemm.cl, fp32 activations), Ptx (gemm_tc.cl with
+// inline mma.sync: NVIDIA, compute capability >= 8) or Emulated (gemm_tc.cl's plain-loop stand-in for the PTX,
+// any device: tests only). fp32 weights always run gemm.cl, so fp32 weight storage stays exact fp32.
+enum class TensorCores { Off, Emulated, Ptx };
+// True on NVIDIA GPUs of compute capability 8.0 or later (queried once per device).
+bool device_has_tensor_cores(const cl::Context& ctx);
+// The path for a product whose weight is fp16 (b_half) or not: the test override if set; else Ptx when the
+// weight is fp16, the device has tensor cores and SDT_TENSOR_CORES is not "0"; else Off.
+TensorCores tensor_core_path(const cl::Context& ctx, bool b_half);
+// Tests: force a path (nullopt: automatic). Returns the previous override.
+std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> path);
+
+struct TcConfig {
+  int tm = 128, tn = 128, warps_m = 2, warps_n = 4;  // tile of mma rows × cols per work-group, warps per axis
+  int threads() const { return 32 * warps_m * warps_n; }
+  std::size_t local_bytes() const { return sizeof(std::uint32_t) * 20 * static_cast<std::size_t>(tm + tn); }
+  std::string defines() const;
+  bool valid() const;  // the divisibility rules of gemm_tc.cl (every mode)
+  bool operator==(const TcConfig&) const = default;
+};
+// The configuration for an M × N product of this mode: the override, else SDT_TC_TILE, else 128×128 tiles
+// (8 warps) for k×k convolutions and for other products whose 128×128 tiles alone fill the device twice over,
+// 64×64 (4 warps) otherwise and whenever M or N is 64 or less (split-K adds work-groups to either).
+TcConfig tc_config(const cl::Context& ctx, int mode, int M, int N);
+void set_tc_config_override(std::optional<TcConfig> config);
+
 // ---- flash attention (kernels/attention.cl)
 struct AttentionConfig {
   int bq = 64, bk = 32, dc = 64, sq = 16, sk = 16, oq = 16, od = 16;

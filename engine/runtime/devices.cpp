@@ -123,6 +123,14 @@ DeviceHandle find_device(const std::string& selector) {
               "pass a device index or part of its name");
 }
 
+int nv_compute_capability_major(cl_device_id device) {
+  constexpr cl_device_info kComputeCapabilityMajorNV = 0x4000;  // cl_nv_device_attribute_query
+  if (device_string(device, CL_DEVICE_EXTENSIONS).find("cl_nv_device_attribute_query") == std::string::npos) return 0;
+  cl_uint major = 0;
+  if (clGetDeviceInfo(device, kComputeCapabilityMajorNV, sizeof major, &major, nullptr) != CL_SUCCESS) return 0;
+  return static_cast<int>(major);
+}
+
 }  // namespace cl
 
 std::vector<DeviceInfo> list_devices() {

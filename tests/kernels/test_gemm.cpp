@@ -17,6 +17,20 @@ namespace {
 
 constexpr double kRtol = 1e-5;
 
+// These tests are of gemm.cl, the kernel with fp32 activations, in both weight storages against the unrounded
+// reference. On NVIDIA GPUs with tensor cores, fp16 weights would otherwise take gemm_tc.cl, which rounds the
+// activations to fp16 and is checked against an fp16-rounded reference in test_gemm_tc.cpp: pin gemm.cl here.
+class Fp32KernelScope {
+ public:
+  Fp32KernelScope() : previous_(nn::detail::set_tensor_core_override(nn::detail::TensorCores::Off)) {}
+  ~Fp32KernelScope() { nn::detail::set_tensor_core_override(previous_); }
+  Fp32KernelScope(const Fp32KernelScope&) = delete;
+  Fp32KernelScope& operator=(const Fp32KernelScope&) = delete;
+
+ private:
+  std::optional<nn::detail::TensorCores> previous_;
+};
+
 std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
   return test::random_floats(n, seed, -bound, bound);
 }
@@ -30,6 +44,7 @@ struct LinearCase {
 };
 
 void check_linear(const LinearCase& c, DType storage, std::uint32_t seed) {
+  const Fp32KernelScope fp32_kernel;
   auto& ctx = test::kernel_context();
   const float wb = 1.0f / std::sqrt(static_cast<float>(c.K));  // PyTorch's default init range
   const auto x_host = uniform(static_cast<std::size_t>(c.M) * c.K, seed, 1.0f);
@@ -66,6 +81,7 @@ ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad) {
 }
 
 void check_conv(const ConvCase& c, DType storage, std::uint32_t seed) {
+  const Fp32KernelScope fp32_kernel;
   auto& ctx = test::kernel_context();
   const auto& s = c.s;
   const float wb = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));

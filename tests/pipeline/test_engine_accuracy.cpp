@@ -5,6 +5,7 @@
 
 #include "engine_fixture.hpp"
 #include "nn/ops.hpp"
+#include "nn/ops_internal.hpp"
 
 namespace sdt::test {
 namespace {
@@ -15,6 +16,13 @@ constexpr double kImageMaxDiff = 2e-3;  // fixtures/README.md
 constexpr double kFp16HiddenRel = 2e-3;
 constexpr double kFp16LatentsRel = 1e-3;
 constexpr double kFp16ImageMax = 4e-3;
+// fp16 products (kernels/gemm_tc.cl: activations also rounded to fp16 in every linear layer and convolution)
+// against the fp32 references, case0: on the H200's tensor cores text_hidden rel L2 5.7e-4, latents_final rel L2
+// 3.6e-4, VAE image max 1.07e-3, TAESD image max 1.6e-4 (PoCL, emulated: 5.8e-4, 3.4e-4, 1.10e-3, 1.6e-4), i.e.
+// 1.2–1.4× the error of fp16 storage alone. Bounds: about 4× that, as above.
+constexpr double kTcHiddenRel = 2e-3;
+constexpr double kTcLatentsRel = 1.5e-3;
+constexpr double kTcImageMax = 4e-3;
 
 std::vector<float> float_image(Engine& engine, const nn::Tensor& image, float a, float b) {
   return to_unit_image(nn::download(engine.impl().context(), image), a, b);
@@ -75,6 +83,14 @@ TEST(EngineAccuracy, Img2ImgDrawsLikeDiffusersAndMatchesItsImage) {
 }
 
 TEST(EngineAccuracy, Fp16WeightStorageStaysCloseToFp32) {
+  // The bounds below are for fp16 weight *storage* with fp32 activations (kernels/gemm.cl). On NVIDIA GPUs with
+  // tensor cores fp16 weights would take kernels/gemm_tc.cl, whose fp16 activations these bounds are meant to
+  // catch: pin gemm.cl (the tensor-core products have their own tests in tests/kernels/test_gemm_tc.cpp).
+  const auto automatic = nn::detail::set_tensor_core_override(nn::detail::TensorCores::Off);
+  struct Restore {
+    std::optional<nn::detail::TensorCores> path;
+    ~Restore() { nn::detail::set_tensor_core_override(path); }
+  } restore{automatic};
   const FixtureRefs& refs = FixtureRefs::get();
   Engine engine(fixture_engine_options(WeightStorage::F16));
   const nlohmann::json c = refs.find_case("case0");
@@ -97,6 +113,40 @@ TEST(EngineAccuracy, Fp16WeightStorageStaysCloseToFp32) {
   EXPECT_LE(dl.rel_l2, kFp16LatentsRel);
   EXPECT_LE(dv.max_abs, kFp16ImageMax);
   EXPECT_LE(dq.max_abs, kFp16ImageMax);
+}
+
+TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
+  // fp16 weights with the products on kernels/gemm_tc.cl: activations rounded to fp16 on their way into every
+  // linear layer and convolution, fp32 accumulation (diffusers' fp16 arithmetic, minus its fp16 norms and
+  // attention). On a device without tensor cores the kernel's plain-loop stand-in computes the same values.
+  const nn::detail::TensorCores path = nn::detail::device_has_tensor_cores(fixture_engine().impl().context())
+                                           ? nn::detail::TensorCores::Ptx
+                                           : nn::detail::TensorCores::Emulated;
+  const auto automatic = nn::detail::set_tensor_core_override(path);
+  struct Restore {
+    std::optional<nn::detail::TensorCores> path;
+    ~Restore() { nn::detail::set_tensor_core_override(path); }
+  } restore{automatic};
+  const FixtureRefs& refs = FixtureRefs::get();
+  Engine engine(fixture_engine_options(WeightStorage::F16));
+  const nlohmann::json c = refs.find_case("case0");
+  pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
+  cl::Context& ctx = engine.impl().context();
+  std::printf("  fp16 products (%s) against the fp32 diffusers references:\n",
+              path == nn::detail::TensorCores::Ptx ? "tensor cores" : "emulated");
+  const Diff dt = report("case0 text_hidden (fp16 products)", nn::download(ctx, *out.text_hidden),
+                         refs.tensor("case0_text_hidden"));
+  const Diff dl =
+      report("case0 latents_final (fp16 products)", nn::download(ctx, out.latents), refs.tensor("case0_latents_final"));
+  const Diff dv = report("case0 image_vae (fp16 products)", float_image(engine, out.image_vae, 0.5f, 0.5f),
+                         refs.tensor("case0_image_vae"));
+  const Diff dq = report("case0 image_taesd (fp16 products)", float_image(engine, out.image_taesd, 1.0f, 0.0f),
+                         refs.tensor("case0_image_taesd"));
+  EXPECT_EQ(dt.non_finite + dl.non_finite + dv.non_finite + dq.non_finite, 0u);
+  EXPECT_LE(dt.rel_l2, kTcHiddenRel);
+  EXPECT_LE(dl.rel_l2, kTcLatentsRel);
+  EXPECT_LE(dv.max_abs, kTcImageMax);
+  EXPECT_LE(dq.max_abs, kTcImageMax);
 }
 
 }  // namespace

@@ -1,0 +1,392 @@
+// The products of kernels/gemm.cl on tensor cores: fp16 operands, fp32 accumulation (what diffusers does in
+// fp16 mode), for fp16-stored weights on NVIDIA GPUs of compute capability 8.0 or later.
+//
+//   C(m, n) = act( sum_k half(A(m, k)) * B(n, k) + bias[n] ) + residual(m, n)
+//
+// A_MODE, the arguments, the split-K workspace and the epilogue are gemm.cl's (see there); B is always fp16
+// (read as raw 16-bit patterns, so no cl_khr_fp16 is needed) and A is rounded to fp16 (to nearest even) as it
+// enters local memory. Products of two fp16 values are exact in fp32, so the result differs from a reference
+// computed from fp16-rounded inputs only in the fp32 additions (their order and, on the tensor cores, their
+// rounding, which is not to nearest: a few 1e-6 of the largest output over thousands of terms).
+//
+// Only with GEMM_TC_PTX = 1, which the host passes for NVIDIA devices of compute capability >= 8 alone, does
+// this file contain inline PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 and cvt.rn.f16x2.f32.
+// Without it the same kernel computes each lane's share of every 16x8x16 product with plain loops over local
+// memory ("emulated"): slow, but it runs anywhere (PoCL) so the tests check the tiling, the loaders, split-K
+// and the epilogue on every device; only the PTX fragment layout itself needs the GPU.
+//
+// Tiling. The mma's M axis ("rows") and N axis ("cols", whose output pairs are contiguous in memory) are:
+//   mode 0 (C = y [M, N], n contiguous): rows = m (activations), cols = n (weights)
+//   modes 1, 2 (C = y [N, M], m contiguous): rows = n (weights), cols = m (pixels)
+// A work-group computes a TC_TM x TC_TN tile of rows x cols with TC_WARPS_M x TC_WARPS_N warps of 32 lanes,
+// each warp a (TC_TM / TC_WARPS_M) x (TC_TN / TC_WARPS_N) tile as 16 x 8 mma tiles. K advances 32 at a time;
+// both operand tiles sit in local memory as [row][k] fp16 pairs (one 32-bit word = k, k + 1), rows padded to
+// 20 words so the fragment loads (8 rows x 4 consecutive words per instruction) hit 32 different banks. The
+// next K tile is loaded from global memory into registers while the current one is multiplied. Convolutions
+// (mode 2) gather their im2col tile through a per-tile table of (channel offset, ky, kx) per k, so no element
+// divides by the kernel size.
+// Bounds are checked everywhere (any M, N, K); rows and k beyond the matrix are zeros in both operands.
+
+#ifndef TC_TM
+#define TC_TM 128
+#endif
+#ifndef TC_TN
+#define TC_TN 128
+#endif
+#ifndef TC_WARPS_M
+#define TC_WARPS_M 2
+#endif
+#ifndef TC_WARPS_N
+#define TC_WARPS_N 4
+#endif
+#ifndef A_MODE
+#define A_MODE 0
+#endif
+#ifndef CONV_KS
+#define CONV_KS 3
+#endif
+#ifndef GEMM_TC_PTX
+#define GEMM_TC_PTX 0
+#endif
+#ifndef W_ALIGN8  // 1: every weight row starts on 8 halves (b_off and ldb multiples of 8): 16-byte loads
+#define W_ALIGN8 0
+#endif
+#ifndef A_ALIGN4  // 1 (mode 0): every activation row starts on 4 floats (a_off and lda multiples of 4)
+#define A_ALIGN4 0
+#endif
+
+#define TC_TK 32                               // k per step (halves)
+#define LDW 20                                 // words per local row: 16 (32 halves) + 4 of padding
+#define NTHREADS (32 * TC_WARPS_M * TC_WARPS_N)
+#define WTM (TC_TM / TC_WARPS_M)               // a warp's rows
+#define WTN (TC_TN / TC_WARPS_N)               // a warp's cols
+#define MT (WTM / 16)                          // mma tiles per warp along rows
+#define NT8 (WTN / 8)                          // mma tiles per warp along cols
+
+#if A_MODE == 0
+#define TP TC_TM  // activation rows (m) per tile
+#define TW TC_TN  // weight rows (n) per tile
+#else
+#define TP TC_TN
+#define TW TC_TM
+#endif
+
+#if WTM % 16 != 0 || WTN % 8 != 0 || TC_TM % TC_WARPS_M != 0 || TC_TN % TC_WARPS_N != 0
+#error "each warp's tile must be a whole number of 16x8 mma tiles"
+#endif
+#if (TW * 4) % NTHREADS != 0
+#error "the weight tile must split into whole 8-half chunks per work-item"
+#endif
+#if A_MODE == 0 && (TP * 8) % NTHREADS != 0
+#error "the activation tile must split into whole float4 chunks per work-item"
+#endif
+#if A_MODE != 0 && (NTHREADS % TP != 0 || 16 % (NTHREADS / TP) != 0)
+#error "the pixel tile must give every work-item one pixel and a whole share of the 16 k pairs"
+#endif
+
+#if BIAS_HALF
+#define BIAS_T half
+#define LOAD_BIAS(p, i) vload_half((i), (p))
+#else
+#define BIAS_T float
+#define LOAD_BIAS(p, i) ((p)[(i)])
+#endif
+
+#define ACT_NONE 0
+#define ACT_SILU 1
+#define ACT_GELU 2
+#define ACT_RELU 3
+
+inline float apply_act(float v, int act) {
+  if (act == ACT_SILU) return v / (1.0f + exp(-v));
+  if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
+  if (act == ACT_RELU) return fmax(v, 0.0f);
+  return v;
+}
+
+// Two floats rounded to fp16 (to nearest even) in one 32-bit word: lo in bits 0-15, hi in bits 16-31.
+inline uint pack_half2(float lo, float hi) {
+#if GEMM_TC_PTX
+  uint r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source -> upper half
+  return r;
+#else
+  ushort h[2];
+  vstore_half_rte(lo, 0, (__private half*)h);
+  vstore_half_rte(hi, 1, (__private half*)h);
+  return (uint)h[0] | ((uint)h[1] << 16);
+#endif
+}
+
+// d[0..3] += the lane's four outputs of a 16x8x16 product whose fragments are a[0..3] (rows g and g + 8,
+// k pairs t and t + 4) and b[0..1] (col g, k pairs t and t + 4); d: rows g, g, g + 8, g + 8, cols 2t, 2t + 1.
+#if GEMM_TC_PTX
+#define MMA_16x8x16(d, a, b)                                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};"                                                                             \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#else
+// The same sums from local memory: XA/XB rows ra, ra + 8 and cols cb, cb + 1, halves ks*16 .. ks*16 + 15.
+inline void mma_emulated(float* d, __local const uint* XA, __local const uint* XB, int ra, int cb, int ks) {
+  __local const half* ha = (__local const half*)XA;
+  __local const half* hb = (__local const half*)XB;
+  for (int kk = 0; kk < 16; ++kk) {
+    const int k = ks * 16 + kk;
+    const float a0 = vload_half(ra * (2 * LDW) + k, ha), a1 = vload_half((ra + 8) * (2 * LDW) + k, ha);
+    const float b0 = vload_half(cb * (2 * LDW) + k, hb), b1 = vload_half((cb + 1) * (2 * LDW) + k, hb);
+    d[0] = fma(a0, b0, d[0]);
+    d[1] = fma(a0, b1, d[1]);
+    d[2] = fma(a1, b0, d[2]);
+    d[3] = fma(a1, b1, d[3]);
+  }
+}
+#endif
+
+// Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
+// the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
+__kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
+    const int M, const int N, const int K, __global const float* restrict A, __global const ushort* restrict B,
+    __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
+    const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
+    const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
+    const int upsample, const int k_chunk, __global float* restrict partial) {
+  __local uint Ps[TP * LDW];  // activations [m][k pair]
+  __local uint Ws[TW * LDW];  // weights [n][k pair]
+#if A_MODE == 0
+#define XA Ps
+#define XB Ws
+#else
+#define XA Ws
+#define XB Ps
+#endif
+
+  const int tid = get_local_id(0);
+  const int m0 = get_group_id(0) * TP, n0 = get_group_id(1) * TW;
+  const int split = get_group_id(2);
+  const int k_begin = split * k_chunk;
+  const int k_stop = min(K, k_begin + k_chunk);
+
+  // ---- loaders: each work-item moves fixed chunks of both tiles, first into registers, then into local memory.
+#define W_CHUNKS (TW * 4 / NTHREADS)  // 8-half chunks of the weight tile per work-item
+  uint4 wreg[W_CHUNKS];
+#if A_MODE == 0
+#define P_CHUNKS (TP * 8 / NTHREADS)  // float4 chunks of the activation tile per work-item
+  float4 preg[P_CHUNKS];
+#else
+#define P_STEP (NTHREADS / TP)        // work-items per pixel
+#define P_PAIRS (16 / P_STEP)         // k pairs per work-item
+  float2 preg[P_PAIRS];
+  const int p_row = tid % TP, p_pair0 = tid / TP;
+  const int m_p = m0 + p_row;
+  const bool m_ok = m_p < M;
+#if A_MODE == 2
+  // The pixel's top-left tap in the (virtually upsampled) input; far outside it for pixels beyond M, so that
+  // every tap of theirs reads as zero without a test of its own.
+  const int oy = m_p / out_w, ox = m_p - (m_p / out_w) * out_w;
+  const int iy0 = m_ok ? oy * stride - pad_top : -(1 << 28), ix0 = ox * stride - pad_left;
+  const uint virt_h = in_h << upsample, virt_w = in_w << upsample;
+  // Per k of the current tile: (c * in_h * in_w, ky, kx), written by the first TC_TK work-items once per tile
+  // (k beyond k_stop: taps far outside the map). The im2col gather then costs one broadcast local read, two
+  // adds, two unsigned compares and the address per element instead of divisions by 9 and 3.
+  __local int4 Ktab[TC_TK];
+#endif
+#endif
+
+  // ---- the warp's place and the accumulators
+  const int warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int wa0 = (warp % TC_WARPS_M) * WTM;  // the warp's first row within the tile
+  const int wb0 = (warp / TC_WARPS_M) * WTN;  // the warp's first col within the tile
+  float acc[MT][NT8][4];
+#if GEMM_TC_PTX  // registers need constant indices; PoCL only compiles slower
+#pragma unroll
+#endif
+  for (int i = 0; i < MT; ++i)
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+    for (int j = 0; j < NT8; ++j)
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // Step s loads K tile s into registers (global reads in flight during the products), and stores and
+  // multiplies tile s - 1.
+  const int tiles = k_begin < k_stop ? (k_stop - k_begin + TC_TK - 1) / TC_TK : 0;
+  for (int s = 0; s <= tiles; ++s) {
+    if (s + (A_MODE == 2) > 0) {  // mode 2 also writes the first im2col table at s = 0
+      barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the previous tile (and its im2col table)
+#if A_MODE == 2
+      if (tid < TC_TK && s < tiles) {
+        const int k = k_begin + s * TC_TK + tid;
+        const int c = k / (CONV_KS * CONV_KS), r = k - c * (CONV_KS * CONV_KS);
+        const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
+        Ktab[tid] = k < k_stop ? (int4)(c * in_h * in_w, ky, kx, 0) : (int4)(0, -(1 << 28), 0, 0);
+      }
+      if (s > 0) {
+#endif
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < W_CHUNKS; ++i) {
+        const int chunk = tid + i * NTHREADS;
+        *(__local uint4*)&Ws[(chunk >> 2) * LDW + (chunk & 3) * 4] = wreg[i];
+      }
+#if A_MODE == 0
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < P_CHUNKS; ++i) {  // activations rounded to fp16 here
+        const int chunk = tid + i * NTHREADS;
+        const float4 v = preg[i];
+        *(__local uint2*)&Ps[(chunk >> 3) * LDW + (chunk & 7) * 2] =
+            (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+      }
+#else
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i * P_STEP] = pack_half2(preg[i].x, preg[i].y);
+#endif
+#if A_MODE == 2
+      }  // s > 0: at s = 0 only the first table is written
+#endif
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    if (s < tiles) {
+      const int k0 = k_begin + s * TC_TK;
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < W_CHUNKS; ++i) {
+        const int chunk = tid + i * NTHREADS;
+        const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
+        __global const ushort* src = B + b_off + n * ldb + k;
+        if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
+          wreg[i] = *(__global const uint4*)src;
+        } else {
+          uint h[8];
+          for (int e = 0; e < 8; ++e) h[e] = (n < N && k + e < k_stop) ? (uint)src[e] : 0u;
+          wreg[i] = (uint4)(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+        }
+      }
+#if A_MODE == 0
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < P_CHUNKS; ++i) {
+        const int chunk = tid + i * NTHREADS;
+        const int m = m0 + (chunk >> 3), k = k0 + (chunk & 7) * 4;
+        __global const float* src = A + a_off + m * lda + k;
+        if (A_ALIGN4 && m < M && k + 4 <= k_stop) {
+          preg[i] = *(__global const float4*)src;
+        } else {
+          float v[4];
+          for (int e = 0; e < 4; ++e) v[e] = (m < M && k + e < k_stop) ? src[e] : 0.0f;
+          preg[i] = (float4)(v[0], v[1], v[2], v[3]);
+        }
+      }
+#else
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int i = 0; i < P_PAIRS; ++i) {
+        const int k = k0 + 2 * (p_pair0 + i * P_STEP);
+        float v[2] = {0.0f, 0.0f};
+#if A_MODE == 1
+        if (m_ok && k < k_stop) v[0] = A[k * M + m_p];
+        if (m_ok && k + 1 < k_stop) v[1] = A[(k + 1) * M + m_p];
+#else
+        // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
+        for (int e = 0; e < 2; ++e) {
+          const int4 tap = Ktab[k - k0 + e];
+          const int iy = iy0 + tap.y, ix = ix0 + tap.z;
+          if ((uint)iy < virt_h && (uint)ix < virt_w) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
+        }
+#endif
+        preg[i] = (float2)(v[0], v[1]);
+      }
+#endif
+    }
+
+    if (s > 0) {
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int ks = 0; ks < 2; ++ks) {
+#if GEMM_TC_PTX
+        uint af[MT][4], bf[NT8][2];
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+        for (int i = 0; i < MT; ++i) {
+          const int base = (wa0 + 16 * i + g) * LDW + ks * 8 + t;
+          af[i][0] = XA[base];
+          af[i][1] = XA[base + 8 * LDW];
+          af[i][2] = XA[base + 4];
+          af[i][3] = XA[base + 8 * LDW + 4];
+        }
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+        for (int j = 0; j < NT8; ++j) {
+          const int base = (wb0 + 8 * j + g) * LDW + ks * 8 + t;
+          bf[j][0] = XB[base];
+          bf[j][1] = XB[base + 4];
+        }
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+        for (int i = 0; i < MT; ++i)
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+          for (int j = 0; j < NT8; ++j) MMA_16x8x16(acc[i][j], af[i], bf[j]);
+#else
+        for (int i = 0; i < MT; ++i)
+          for (int j = 0; j < NT8; ++j)
+            mma_emulated(acc[i][j], XA, XB, wa0 + 16 * i + g, wb0 + 8 * j + 2 * t, ks);
+#endif
+      }
+    }
+  }
+
+  // ---- epilogue: the lane's outputs are rows r (+8) and cols c, c + 1 of each mma tile.
+  const int row0 = (A_MODE == 0 ? m0 : n0) + wa0, col0 = (A_MODE == 0 ? n0 : m0) + wb0;
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+  for (int i = 0; i < MT; ++i) {
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+    for (int j = 0; j < NT8; ++j) {
+#if GEMM_TC_PTX
+#pragma unroll
+#endif
+      for (int e = 0; e < 4; ++e) {
+        const int r = row0 + 16 * i + g + (e >> 1) * 8;
+        const int c = col0 + 8 * j + 2 * t + (e & 1);
+#if A_MODE == 0
+        const int m = r, n = c;
+#else
+        const int n = r, m = c;
+#endif
+        if (m >= M || n >= N) continue;
+        if (partial) {  // split-K: raw sums in C's layout without offset or stride
+          partial[split * (M * N) + (A_MODE == 0 ? m * N + n : n * M + m)] = acc[i][j][e];
+          continue;
+        }
+        const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
+        float v = acc[i][j][e];
+        if (bias) v += LOAD_BIAS(bias, n);
+        v = apply_act(v, act);
+        if (residual) v += residual[idx];
+        C[idx] = v;
+      }
+    }
+  }
+}

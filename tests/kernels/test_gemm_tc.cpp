@@ -1,0 +1,303 @@
+// The tensor-core products (kernels/gemm_tc.cl) against the reference loops computed from fp16-rounded inputs:
+// the kernel rounds the activations to fp16 (to nearest even, as the host's _Float16 does) and multiplies them
+// with the fp16 weights, accumulating in fp32. Products of two fp16 values are exact in fp32, so against a
+// reference that rounds its inputs the same way only the additions differ: the same 1e-5 of max|ref| as the fp32
+// kernel's tests (test_gemm.cpp). Measured on the H200: at most 1.5e-6 with the automatic tiles, 4.7e-6 when
+// UNet 320 channels and VAE 512 at 64×64 (K = 2880 and 4608 in one slice) ran on 64×64 tiles — up to 10× the
+// fp32 kernel's error, because the tensor cores' fp32 accumulation does not round every addition to nearest.
+//
+// Two groups:
+//  - TensorCores.*: the inline-PTX kernel (mma.sync) at SD-Turbo's shapes and at shapes that straddle every
+//    tile edge. They need an NVIDIA GPU of compute capability >= 8 and skip with a message elsewhere (PoCL).
+//  - TensorCoreTiles.*: the same kernel with its plain-loop stand-in for the PTX, on every device, at small
+//    shapes: tiling, loaders (aligned and unaligned), split-K and the epilogue are checked on PoCL too.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "kernel_test_util.hpp"
+#include "nn/ops_internal.hpp"
+
+using namespace sdt;
+using nn::Act;
+using nn::DType;
+using nn::detail::TcConfig;
+using nn::detail::TensorCores;
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+
+// Sets a tensor-core path (and optionally a tile configuration) for one scope, then restores the automatic choice.
+class PathScope {
+ public:
+  explicit PathScope(std::optional<TensorCores> path, std::optional<TcConfig> config = std::nullopt)
+      : previous_(nn::detail::set_tensor_core_override(path)) {
+    nn::detail::set_tc_config_override(config);
+  }
+  ~PathScope() {
+    nn::detail::set_tensor_core_override(previous_);
+    nn::detail::set_tc_config_override(std::nullopt);
+  }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+
+ private:
+  std::optional<TensorCores> previous_;
+};
+
+std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
+  return test::random_floats(n, seed, -bound, bound);
+}
+
+// The reference loops on every core (the SD-Turbo shapes take billions of multiply-adds): `rows` independent
+// output rows computed by `part(begin, end)`.
+template <typename F>
+void parallel_rows(int rows, F&& part) {
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  std::vector<std::thread> pool;
+  const int per = (rows + threads - 1) / threads;
+  for (int begin = 0; begin < rows; begin += per) pool.emplace_back(part, begin, std::min(rows, begin + per));
+  for (auto& t : pool) t.join();
+}
+
+std::vector<float> slice(const std::vector<float>& v, std::size_t begin, std::size_t end) {
+  return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                            v.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+struct LinearCase {
+  const char* name;
+  int M, K, N;
+  bool bias = true;
+  Act act = Act::None;
+  bool residual = false;
+};
+
+void check_linear(const LinearCase& c, std::uint32_t seed, DType bias_storage = DType::F16) {
+  auto& ctx = test::kernel_context();
+  const float wb = 1.0f / std::sqrt(static_cast<float>(c.K));
+  const auto x_host = uniform(static_cast<std::size_t>(c.M) * c.K, seed, 1.0f);
+  const auto w =
+      test::make_weight(ctx, uniform(static_cast<std::size_t>(c.N) * c.K, seed + 1, wb), {c.N, c.K}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(c.N, seed + 2, wb), {c.N}, bias_storage);
+  const auto r_host = uniform(static_cast<std::size_t>(c.M) * c.N, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {c.M, c.K});
+  const nn::Tensor r = nn::upload(ctx, r_host, {c.M, c.N});
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.M) * c.N * 4);
+  const nn::Tensor y = nn::linear(ctx, x, w.tensor, c.bias ? &b.tensor : nullptr, c.act, c.residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{c.M, c.N}));
+
+  const auto x_half = ref::round_to_half(x_host);
+  std::vector<float> expected(static_cast<std::size_t>(c.M) * c.N);
+  parallel_rows(c.M, [&](int begin, int end) {
+    const auto xs = slice(x_half, static_cast<std::size_t>(begin) * c.K, static_cast<std::size_t>(end) * c.K);
+    const auto rs = slice(r_host, static_cast<std::size_t>(begin) * c.N, static_cast<std::size_t>(end) * c.N);
+    const auto part = ref::linear(xs, w.values, c.bias ? &b.values : nullptr, end - begin, c.K, c.N,
+                                  test::to_ref(c.act), c.residual ? &rs : nullptr);
+    std::copy(part.begin(), part.end(), expected.begin() + static_cast<std::ptrdiff_t>(begin) * c.N);
+  });
+  test::expect_close(ctx, y, expected, kRtol,
+                     std::string("tensor-core linear ") + c.name + " " + std::to_string(c.M) + "x" +
+                         std::to_string(c.K) + "->" + std::to_string(c.N));
+}
+
+ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
+  ref::ConvShape s;
+  s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  s.upsample2x = upsample;
+  return s;
+}
+
+void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, bool residual = false) {
+  auto& ctx = test::kernel_context();
+  const float wb = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));
+  const std::size_t w_per_o = static_cast<std::size_t>(s.C) * s.k * s.k;
+  const auto x_host = uniform(static_cast<std::size_t>(s.C) * s.H * s.W, seed, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(s.O * w_per_o, seed + 1, wb), {s.O, s.C, s.k, s.k}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(s.O, seed + 2, wb), {s.O}, DType::F16);
+  const std::size_t plane = static_cast<std::size_t>(s.out_h()) * s.out_w();
+  const auto r_host = uniform(s.O * plane, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {s.C, s.H, s.W});
+  const nn::Tensor r = nn::upload(ctx, r_host, {s.O, s.out_h(), s.out_w()});
+
+  nn::ConvGeometry g;
+  g.stride = s.stride;
+  g.pad_top = s.pad_top, g.pad_bottom = s.pad_bottom, g.pad_left = s.pad_left, g.pad_right = s.pad_right;
+  g.upsample2x = s.upsample2x;
+  const cl_mem poisoned = test::poison_next_output(ctx, s.O * plane * 4);
+  const nn::Tensor y = nn::conv2d(ctx, x, w.tensor, &b.tensor, g, residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{s.O, s.out_h(), s.out_w()}));
+
+  const auto x_half = ref::round_to_half(x_host);
+  std::vector<float> expected(s.O * plane);
+  parallel_rows(s.O, [&](int begin, int end) {
+    ref::ConvShape part_shape = s;
+    part_shape.O = end - begin;
+    const auto ws = slice(w.values, begin * w_per_o, end * w_per_o);
+    const auto bs = slice(b.values, begin, end);
+    const auto rs = slice(r_host, begin * plane, end * plane);
+    const auto part = ref::conv2d(x_half, ws, &bs, part_shape, residual ? &rs : nullptr);
+    std::copy(part.begin(), part.end(), expected.begin() + static_cast<std::ptrdiff_t>(begin * plane));
+  });
+  char label[200];
+  std::snprintf(label, sizeof label, "tensor-core conv %s %dx%dx%d->%d k%d s%d%s", name, s.C, s.H, s.W, s.O, s.k,
+                s.stride, s.upsample2x ? " up2x" : "");
+  test::expect_close(ctx, y, expected, kRtol, label);
+}
+
+#define REQUIRE_TENSOR_CORES()                                                                                      \
+  do {                                                                                                              \
+    if (!nn::detail::device_has_tensor_cores(test::kernel_context()))                                               \
+      GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                               \
+                   << " (needs an NVIDIA GPU of compute capability >= 8); TensorCoreTiles.* cover the tiling here"; \
+  } while (0)
+
+const TcConfig kBig{128, 128, 2, 4};
+const TcConfig kSmall{64, 64, 2, 2};
+
+}  // namespace
+
+// ---- the PTX kernel (NVIDIA, compute capability >= 8)
+
+TEST(TensorCores, ChosenOnlyForFp16WeightsOnCapableDevices) {
+  auto& ctx = test::kernel_context();
+  PathScope automatic(std::nullopt);
+  // fp32 weight storage stays exact fp32 everywhere.
+  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+  const char* env = std::getenv("SDT_TENSOR_CORES");
+  const bool disabled = env && std::string(env) == "0";
+  EXPECT_EQ(nn::detail::tensor_core_path(ctx, true),
+            nn::detail::device_has_tensor_cores(ctx) && !disabled ? TensorCores::Ptx : TensorCores::Off);
+  // A forced path never applies to fp32 weights either.
+  PathScope forced(TensorCores::Emulated);
+  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+}
+
+TEST(TensorCores, Fp32WeightsKeepFp32ActivationsOnTheAutomaticPath) {
+  // Activations with bits below fp16's precision: the fp32 kernel keeps them (1e-5 against the unrounded
+  // reference), a product that rounded them to fp16 would be off by ~1e-3.
+  auto& ctx = test::kernel_context();
+  PathScope automatic(std::nullopt);
+  const int M = 77, K = 1024, N = 256;
+  std::vector<float> x_host = uniform(static_cast<std::size_t>(M) * K, 300, 1.0f);
+  for (auto& v : x_host) v = 1.0f + v * 1e-3f;  // fp16 keeps ~2 of these bits of the offset
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(N) * K, 301, 0.03f), {N, K}, DType::F32);
+  const nn::Tensor y = nn::linear(ctx, nn::upload(ctx, x_host, {M, K}), w.tensor, nullptr);
+  test::expect_close(ctx, y, ref::linear(x_host, w.values, nullptr, M, K, N), kRtol, "fp32 weights, automatic path");
+}
+
+TEST(TensorCores, LinearMatchesFp16ReferenceAtSdTurboShapes) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  check_linear({"text-qkv", 77, 1024, 1024}, 500);
+  check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 501);
+  check_linear({"text-fc2-residual", 77, 4096, 1024, true, Act::None, true}, 502);
+  check_linear({"unet-geglu-proj", 1024, 320, 2560}, 503);
+  check_linear({"unet-proj-out-1280-residual", 64, 1280, 1280, true, Act::None, true}, 504);
+  check_linear({"unet-ff-out-1280", 256, 5120, 1280, true, Act::None, true}, 505);
+  check_linear({"unet-cross-k-1024", 77, 1024, 640, false}, 506);
+  check_linear({"time-embedding-silu", 1, 320, 1280, true, Act::SiLU}, 507);
+}
+
+TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  check_conv("unet-resnet-1280@8x8", conv(1280, 8, 8, 1280, 3, 1, 1), 510, true);
+  check_conv("unet-resnet-320@64x64", conv(320, 64, 64, 320, 3, 1, 1), 511);
+  check_conv("unet-conv-in", conv(4, 64, 64, 320, 3, 1, 1), 512);
+  check_conv("unet-downsample-640@32x32", conv(640, 32, 32, 640, 3, 2, 1), 513);
+  check_conv("unet-shortcut-1x1-960->320@64x64", conv(960, 64, 64, 320, 1, 1, 0), 514, true);
+  check_conv("vae-resnet-512@64x64", conv(512, 64, 64, 512, 3, 1, 1), 515, true);
+  // Slices of the 512×512 levels (all 128 / 256 channels, 16 of the 512 rows).
+  check_conv("vae-resnet-128@512x512-slice", conv(128, 16, 512, 128, 3, 1, 1), 516);
+  check_conv("vae-upsample-256@256x256-slice", conv(256, 8, 128, 256, 3, 1, 1, true), 517);
+  check_conv("vae-conv-out-128->3-slice", conv(128, 16, 512, 3, 3, 1, 1), 518);
+}
+
+TEST(TensorCores, MatchFp16ReferenceAtOddShapesInBothTileConfigurations) {
+  REQUIRE_TENSOR_CORES();
+  for (const TcConfig& config : {kBig, kSmall}) {
+    PathScope ptx(TensorCores::Ptx, config);
+    SCOPED_TRACE(config.defines());
+    check_linear({"odd", 13, 127, 37}, 520);
+    check_linear({"scalar", 1, 1, 1}, 521);
+    check_linear({"tile-plus-one", 129, 33, 65, true, Act::None, true}, 522);
+    check_linear({"wide-odd-relu", 130, 67, 129, false, Act::ReLU}, 523);
+    check_linear({"fp32-bias", 70, 100, 130, true, Act::GELU, true}, 524, DType::F32);
+    check_conv("odd-3x3", conv(13, 7, 9, 7, 3, 1, 1), 525);
+    check_conv("odd-stride2", conv(13, 7, 9, 7, 3, 2, 1), 526);
+    check_conv("odd-1x1-residual", conv(13, 7, 9, 5, 1, 1, 0), 527, true);
+    check_conv("1x1-stride2", conv(13, 7, 9, 5, 1, 2, 0), 528);
+    check_conv("3x3-no-pad", conv(5, 6, 11, 66, 3, 1, 0), 529, true);
+    check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 530);
+    check_conv("129-channels", conv(129, 11, 13, 131, 3, 1, 1), 531);
+  }
+}
+
+TEST(TensorCores, SplittingKGivesTheSameResults) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  for (int splits : {2, 3, 7, 40}) {
+    nn::detail::set_gemm_split_override(splits);
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    check_linear({"split", 77, 300, 130, true, Act::GELU, true}, 540);
+    check_conv("split", conv(64, 8, 8, 90, 3, 1, 1), 541, true);
+    check_conv("split-1x1", conv(200, 5, 7, 33, 1, 1, 0), 542);
+  }
+  nn::detail::set_gemm_split_override(std::nullopt);
+}
+
+// ---- the same kernel with the plain-loop stand-in for the PTX, on every device
+
+TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
+  // (PoCL takes 10-60 s per build of this kernel, so: every mode and loader in the 4-warp configuration, the
+  // 8-warp one for the two layouts the models use most.)
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    check_linear({"aligned", 70, 96, 136, true, Act::GELU, true}, 600);
+    check_linear({"odd", 13, 127, 37}, 601);
+    check_conv("3x3", conv(19, 9, 7, 33, 3, 1, 1), 602, true);
+    check_conv("odd-stride2-1x1", conv(13, 7, 9, 5, 1, 2, 0), 603);
+    check_conv("1x1", conv(40, 9, 15, 70, 1, 1, 0), 604, true);
+    check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 605);
+  }
+  PathScope emulated(TensorCores::Emulated, kBig);
+  check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 606);
+  check_conv("8-warps", conv(40, 12, 13, 130, 3, 1, 1), 607, true);
+}
+
+TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
+  PathScope emulated(TensorCores::Emulated, kSmall);
+  for (int splits : {3, 40}) {
+    nn::detail::set_gemm_split_override(splits);
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    check_linear({"split", 77, 300, 130, true, Act::SiLU, true}, 610);
+    check_linear({"split-fp32-bias", 20, 200, 24, true, Act::None, false}, 611, DType::F32);
+    check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 612, true);
+  }
+  nn::detail::set_gemm_split_override(std::nullopt);
+}
+
+TEST(TensorCoreTiles, ConfigurationRules) {
+  EXPECT_TRUE(kBig.valid());
+  EXPECT_TRUE(kSmall.valid());
+  EXPECT_FALSE((TcConfig{128, 128, 3, 4}.valid()));  // 128 rows do not split over 3 warps
+  EXPECT_FALSE((TcConfig{16, 128, 2, 4}.valid()));   // 8 rows per warp: less than one mma tile
+  auto& ctx = test::kernel_context();
+  // k×k convolutions take 128×128 tiles unless an axis has 64 outputs or fewer; linear layers only when the
+  // tiles alone fill the device twice over.
+  PathScope automatic(std::nullopt);
+  const int units = static_cast<int>(ctx.info().compute_units);
+  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 256, 1280), kBig);
+  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 64, 1280), kSmall);
+  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 512 * 512, 3), kSmall);
+  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 2 * units * 128, 128), kBig);
+  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 128, 128), kSmall);
+}
