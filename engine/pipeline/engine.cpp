@@ -111,7 +111,23 @@ void Engine::Impl::open() {
   ctx_ = std::make_unique<cl::Context>(device, context_options);
 
   const auto upload_start = Clock::now();
-  pipeline::ResidentModels models = pipeline::load_models(*ctx_, files_, storage_of(options_.weights), options_.cancel);
+  pipeline::ResidentModels models;
+  try {
+    models = pipeline::load_models(*ctx_, files_, storage_of(options_.weights), options_.cancel);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OutOfMemory || options_.weights != WeightStorage::F32) throw;
+    // fp16 storage halves the weights' memory; the kernels still compute in fp32, so the images differ from the
+    // fp32 ones only by the weights' rounding. Said once, with the first image, and in the PNG metadata.
+    const std::string notice = "the fp32 weights did not fit into device memory (" + e.message() +
+                               "); the model was loaded with fp16 weights instead, so images differ slightly from "
+                               "fp32 ones";
+    log->warn("{}", notice);
+    ctx_->trim_pool();
+    models = pipeline::load_models(*ctx_, files_, nn::DType::F16, options_.cancel);
+    options_.weights = WeightStorage::F16;
+    summary_.warnings.push_back(notice);
+    pending_warnings_.push_back(notice);
+  }
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
   load_.weight_bytes = ctx_->memory().persistent_bytes;
@@ -221,9 +237,13 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     }
     result.latents = nn::download(ctx, out.latents);
     result.timings.readback_ms = ms_since(readback_start);
+    // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
+    if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");
     close_stage({});
     result.timings.tokenize_ms = out.tokenize_ms;
     result.timings.text_cache_hit = out.text_cache_hit;
+    result.warnings.insert(result.warnings.begin(), pending_warnings_.begin(), pending_warnings_.end());
+    pending_warnings_.clear();
   } catch (...) {
     ctx.set_recording(false);
     try {

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "io/model_files.hpp"
 #include "pipeline/pipeline.hpp"
@@ -34,6 +36,7 @@ struct Engine::Impl {
   std::unique_ptr<cl::Context> ctx_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
   bool needs_reopen_ = false;  // set when the device failed; the next generate() rebuilds context and models
+  std::vector<std::string> pending_warnings_;  // from opening (an fp16 fallback): given with the next Result
 };
 
 }  // namespace sdt

@@ -36,6 +36,8 @@ struct EngineOptions {
   // from_single_file(config=...)); needed when the head counts cannot be read from the weights. Empty: inferred.
   std::filesystem::path model_config;
   std::string device;  // selector, see select_device()
+  // F32 weights that do not fit into device memory fall back to F16 (logged, in ModelSummary::warnings and in the
+  // first Result's warnings; the PNG metadata then says fp16).
   WeightStorage weights = WeightStorage::F16;
   std::filesystem::path cache_dir;  // kernel binary cache; empty: the platform's cache location
   bool profile_kernels = false;     // keep per-kernel events for a per-family breakdown (benchmark)

@@ -1,0 +1,302 @@
+// sdturbo-cli and sdturbo-bench under the failures of RELIABILITY.md, end to end: the kernel cache folder
+// (--cache-dir, or the platform's default) with two processes filling it at once, the same PNG bytes from a cold
+// and a warm cache, NaN weights (no file written), Ctrl+C just before the save, a disk that fills up during the
+// save, and the truncated-prompt warning with the number of tokens dropped.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.hpp"
+#include "test_common.hpp"
+
+#ifndef _WIN32
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#endif
+
+namespace sdt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+#ifndef _WIN32
+
+fs::path tool(const std::string& name) {
+  fs::path dir;
+  if (const char* env = std::getenv("SDT_TEST_BIN_DIR"); env && *env)
+    dir = env;
+  else
+    dir = fs::canonical("/proc/self/exe").parent_path();
+  const fs::path bin = dir / name;
+  if (!fs::exists(bin)) ADD_FAILURE() << bin << " not found: build the " << name << " target";
+  return bin;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// The shell command that runs `binary` with `args` (plus the test device), its output into `logs`/<tag>.*.
+std::string command_line(const std::string& binary, const std::vector<std::string>& args, const fs::path& logs,
+                         const std::string& tag) {
+  std::string command = quoted(tool(binary).string());
+  for (const auto& a : args) command += " " + quoted(a);
+  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) command += " --device " + quoted(device);
+  command += " >" + quoted((logs / (tag + ".out")).string()) + " 2>" + quoted((logs / (tag + ".err")).string());
+  return command;
+}
+
+// A kernel cache shared by the tests that do not test the cache itself (never the user's own cache folder).
+std::vector<std::string> shared_cache() {
+  static TempDir cache("sdt-test-cli-rel-cache");
+  return {"--cache-dir", cache.path().string()};
+}
+
+ToolRun collect(int status, const fs::path& logs, const std::string& tag) {
+  ToolRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(logs / (tag + ".out"));
+  r.err = slurp(logs / (tag + ".err"));
+  return r;
+}
+
+// Runs one tool; `prefix` goes before it in the shell (environment, ulimit, trap).
+ToolRun run_tool(const std::string& binary, const std::vector<std::string>& args, const std::string& prefix = {}) {
+  static TempDir logs("sdt-test-cli-rel-logs");
+  const std::string command = "sh -c " + quoted(prefix + command_line(binary, args, logs.path(), "run"));
+  return collect(std::system(command.c_str()), logs.path(), "run");
+}
+
+std::string fixture(const std::string& name) {
+  return (tiny_fixture_dir() / name).string();
+}
+
+std::vector<std::string> small_request(const fs::path& output, int side = 64) {
+  return {"--model", fixture("model"),     "--prompt", "a lighthouse on a cliff", "--seed",   "31",
+          "--width", std::to_string(side), "--height", std::to_string(side),      "--output", output.string()};
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every file of a kernel cache folder is a finished entry (no temporary files).
+void expect_only_entries(const fs::path& dir) {
+  const auto files = files_in(dir);
+  EXPECT_FALSE(files.empty()) << "nothing was cached in " << dir;
+  for (const auto& f : files) EXPECT_EQ(f.extension(), ".bin") << "left behind: " << f;
+}
+
+nlohmann::json cache_counts(const fs::path& timings) {
+  return nlohmann::json::parse(slurp(timings))["kernel_cache"];
+}
+
+// ---- RELIABILITY.md 19, 20, 26: --cache-dir, two processes filling one cache, cold and warm give equal bytes ----
+
+TEST(CliReliability, CacheDirIsUsedTwoProcessesFillItSafelyAndColdAndWarmCachesGiveTheSameBytes) {
+  TempDir dir("sdt-test-cli-rel");
+  const fs::path cache = dir.path() / "fresh cache";  // a space: the path is passed as given
+  static TempDir logs("sdt-test-cli-rel-pair");
+  // Two processes at once on an empty cache folder: both build every program and store it.
+  std::string both;
+  for (const std::string tag : {"a", "b"})
+    both += "(" +
+            command_line("sdturbo-cli",
+                         small_request(dir.path() / (tag + ".png")) +
+                             std::vector<std::string>{"--cache-dir", cache.string(), "--timings",
+                                                      (dir.path() / (tag + ".json")).string()},
+                         logs.path(), tag) +
+            "; echo $? >" + quoted((logs.path() / (tag + ".code")).string()) + ") & ";
+  ASSERT_EQ(std::system(("sh -c " + quoted(both + "wait")).c_str()), 0);
+  for (const std::string tag : {"a", "b"}) {
+    const ToolRun r = collect(0, logs.path(), tag);
+    ASSERT_EQ(slurp(logs.path() / (tag + ".code")), "0\n") << tag << ": " << r.err;
+  }
+  expect_only_entries(cache);
+  EXPECT_GT(cache_counts(dir.path() / "a.json")["misses"].get<int>(), 0) << "the first runs found a warm cache";
+  EXPECT_EQ(slurp(dir.path() / "a.png"), slurp(dir.path() / "b.png"));
+
+  // A third run loads every program from that folder: nothing torn, nothing rebuilt.
+  const ToolRun warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png") +
+                                                   std::vector<std::string>{"--cache-dir", cache.string(), "--timings",
+                                                                            (dir.path() / "warm.json").string()});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(cache_counts(dir.path() / "warm.json")["misses"], 0);
+  EXPECT_GT(cache_counts(dir.path() / "warm.json")["hits"].get<int>(), 0);
+  EXPECT_EQ(slurp(dir.path() / "warm.png"), slurp(dir.path() / "a.png")) << "cached kernels changed the bytes";
+
+  // Without --cache-dir: the platform's cache folder ($XDG_CACHE_HOME/sdturbo-studio/kernels here).
+  const fs::path xdg = dir.path() / "xdg";
+  const ToolRun by_default = run_tool("sdturbo-cli", small_request(dir.path() / "default.png"),
+                                      "XDG_CACHE_HOME=" + quoted(xdg.string()) + " ");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  expect_only_entries(xdg / "sdturbo-studio" / "kernels");
+  EXPECT_EQ(slurp(dir.path() / "default.png"), slurp(dir.path() / "a.png"));
+}
+
+TEST(CliReliability, BenchmarkTakesCacheDirAndDefaultsToThePlatformCache) {
+  TempDir dir("sdt-test-bench-cache");
+  const std::vector<std::string> args = {
+      "--model", fixture("model"), "--width", "64",     "--height", "64",         "--steps",
+      "1",       "--warmup",       "0",       "--runs", "1",        "--decoders", "full"};
+  const fs::path cache = dir.path() / "bench-cache";
+  const ToolRun given = run_tool("sdturbo-bench", args + std::vector<std::string>{"--cache-dir", cache.string()});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  expect_only_entries(cache);
+  const fs::path xdg = dir.path() / "xdg";
+  const ToolRun by_default = run_tool("sdturbo-bench", args, "XDG_CACHE_HOME=" + quoted(xdg.string()) + " ");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  expect_only_entries(xdg / "sdturbo-studio" / "kernels");
+}
+
+// ---- RELIABILITY.md 21: NaN weights never become a saved image ----
+
+TEST(CliReliability, NanWeightsFailNamingTheStageAndWriteNoFile) {
+  TempDir dir("sdt-test-cli-nan");
+  const fs::path source = fs::absolute(tiny_fixture_dir() / "model");
+  const fs::path model = dir.path() / "model";
+  fs::create_directory(model);
+  for (const char* part : {"model_index.json", "scheduler", "text_encoder", "tokenizer", "unet"})
+    fs::create_symlink(source / part, model / part);
+  fs::create_directory(model / "vae");
+  fs::create_symlink(source / "vae" / "config.json", model / "vae" / "config.json");
+  std::string bytes = slurp(source / "vae" / "diffusion_pytorch_model.safetensors");  // a copy, never a link
+  const io::SafetensorsHeader header =
+      io::parse_safetensors(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(), "vae");
+  bool edited = false;
+  for (const auto& e : header.entries) {
+    if (e.name != "decoder.conv_out.bias") continue;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bytes.data() + header.data_offset + e.begin, &nan, 4);
+    edited = true;
+  }
+  ASSERT_TRUE(edited);
+  std::ofstream(model / "vae" / "diffusion_pytorch_model.safetensors", std::ios::binary) << bytes;
+
+  const fs::path out_dir = dir.path() / "out";
+  fs::create_directory(out_dir);
+  const ToolRun r =
+      run_tool("sdturbo-cli", std::vector<std::string>{"--model", model.string(), "--prompt", "x", "--width", "64",
+                                                       "--height", "64", "--output", (out_dir / "never.png").string()} +
+                                  shared_cache());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the VAE decoder produced"), std::string::npos) << r.err;
+  EXPECT_TRUE(files_in(out_dir).empty()) << "left behind: " << files_in(out_dir).front();
+}
+
+// ---- RELIABILITY.md 22: Ctrl+C after the last stage, just before the save ----
+
+TEST(CliReliability, CtrlCJustBeforeTheSaveWritesNoFile) {
+  TempDir dir("sdt-test-cli-late-cancel");
+  const fs::path out = dir.path() / "late.png";
+  int err_pipe[2];
+  ASSERT_EQ(pipe(err_pipe), 0);
+  const std::string bin = tool("sdturbo-cli").string(), model = fixture("model"), out_s = out.string(),
+                    cache = shared_cache()[1];
+  const char* device = std::getenv("SDT_TEST_DEVICE");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(err_pipe[1], STDERR_FILENO);
+    close(err_pipe[0]);
+    std::vector<const char*> argv = {bin.c_str(),   "--model", model.c_str(), "--prompt",   "late",
+                                     "--width",     "256",     "--height",    "256",        "--output",
+                                     out_s.c_str(), "-v",      "--cache-dir", cache.c_str()};
+    if (device && *device) {
+      argv.push_back("--device");
+      argv.push_back(device);
+    }
+    argv.push_back(nullptr);
+    execv(bin.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  std::string err;
+  char buffer[256];
+  bool interrupted = false;
+  for (ssize_t n; (n = read(err_pipe[0], buffer, sizeof buffer)) > 0;) {
+    err.append(buffer, static_cast<std::size_t>(n));
+    if (!interrupted && err.find("read-back") != std::string::npos) {  // every stage has run
+      kill(pid, SIGINT);
+      interrupted = true;
+    }
+  }
+  close(err_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(interrupted) << "never saw the read-back: " << err;
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of cancelling: " << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+  EXPECT_TRUE(files_in(dir.path()).empty()) << "left behind: " << files_in(dir.path()).front();
+}
+
+// ---- RELIABILITY.md 23: the disk fills up while the PNG is written ----
+
+TEST(CliReliability, FullDiskDuringTheSaveFailsNamingTheFileAndKeepsTheOldOne) {
+  TempDir dir("sdt-test-cli-full");
+  const fs::path out = dir.path() / "image.png";
+  const std::string old_bytes = "an older file the user wants to keep";
+  std::ofstream(out) << old_bytes;
+  // A warm kernel cache first, so that under the limit only the PNG is written.
+  const fs::path cache = dir.path() / "cache";
+  const std::vector<std::string> cache_arg = {"--cache-dir", cache.string()};
+  const std::vector<std::string> args = small_request(out, 256) + cache_arg;
+  const ToolRun warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png", 256) + cache_arg);
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  // 8 KiB per file at most, and the file-size signal ignored: writes fail with EFBIG, as with ENOSPC on a full
+  // disk. A 256x256 image does not fit.
+  const ToolRun full = run_tool("sdturbo-cli", args, "trap '' XFSZ; ulimit -f 8; ");
+  EXPECT_EQ(full.exit_code, 1) << full.err;
+  EXPECT_NE(full.err.find(out.string()), std::string::npos) << "the file is not named: " << full.err;
+  EXPECT_EQ(slurp(out), old_bytes) << "the file already there was harmed";
+  for (const auto& f : files_in(dir.path()))
+    EXPECT_TRUE(f == out || f.filename() == "cache" || f.filename() == "warm.png") << "left behind: " << f;
+}
+
+// ---- RELIABILITY.md 14: a prompt longer than 77 tokens is reported with the number dropped ----
+
+TEST(CliReliability, LongPromptWarnsWithTheNumberOfTokensDropped) {
+  TempDir dir("sdt-test-cli-long");
+  std::string prompt;
+  for (int i = 0; i < 100; ++i) prompt += "word ";
+  const ToolRun r = run_tool(
+      "sdturbo-cli", std::vector<std::string>{"--model", fixture("model"), "--prompt", prompt, "--width", "64",
+                                              "--height", "64", "--output", (dir.path() / "long.png").string()} +
+                         shared_cache());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: the prompt makes 100 tokens; the last 25"), std::string::npos) << r.err;
+}
+
+#endif  // _WIN32
+
+}  // namespace
+}  // namespace sdt::test

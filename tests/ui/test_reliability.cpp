@@ -1,0 +1,206 @@
+// The desktop app under the failures of RELIABILITY.md: gallery saving when the disk fills up part-way through a
+// save (an error naming the file; the gallery as it was; no empty reservation or temporary file left), when the
+// gallery folder was deleted while the app runs (the next save makes it again) and when several saves of one name
+// happen at once (every image kept under a name of its own, none overwritten, none torn); a model with NaN weights
+// (an error naming the stage, nothing saved to the gallery); and the kernel cache folder setting (item 19's "the
+// same setting in the app").
+#include <QDir>
+#include <QFile>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "faults.hpp"
+#include "io/safetensors.hpp"
+#include "sdt/image.hpp"
+#include "test_common.hpp"
+#include "ui/engine_worker.hpp"
+#include "ui/gallery_files.hpp"
+#include "ui/image_math.hpp"
+#include "ui/main_window.hpp"
+#include "ui/settings.hpp"
+
+using namespace sdt::ui;
+
+namespace {
+
+// Seeded noise: PNG cannot compress it, so its size is known to exceed a small file-size limit.
+QByteArray noise_png(int side, quint32 seed) {
+  sdt::Image image;
+  image.width = image.height = side;
+  quint32 state = seed * 2654435761u + 1;
+  for (int i = 0; i < side * side * 3; ++i) {
+    state = state * 1664525u + 1013904223u;
+    image.rgb.push_back(static_cast<std::uint8_t>(state >> 24));
+  }
+  const auto bytes = sdt::encode_png(image);
+  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
+}
+
+QStringList files_in(const QString& folder) {
+  return QDir(folder).entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
+}
+
+QByteArray read_all(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
+constexpr int kGenerateTimeoutMs = 120000;
+
+// The fixture's diffusers folder under `dir` with the VAE decoder's output bias NaN: every image it decodes is
+// NaN, which a careless pipeline would save as a black PNG. Only the edited file is a copy, never a link.
+QString model_with_nan_vae(const QString& dir) {
+  namespace fs = std::filesystem;
+  const fs::path source = fs::absolute(sdt::test::tiny_fixture_dir() / "model");
+  const fs::path model = fs::path(dir.toStdString()) / "nan-model";
+  fs::create_directories(model / "vae");
+  for (const char* part : {"model_index.json", "scheduler", "text_encoder", "tokenizer", "unet"})
+    fs::create_symlink(source / part, model / part);
+  fs::create_symlink(source / "vae" / "config.json", model / "vae" / "config.json");
+  std::ifstream in(source / "vae" / "diffusion_pytorch_model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto header = sdt::io::parse_safetensors(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(), "vae");
+  for (const auto& e : header.entries) {
+    if (e.name != "decoder.conv_out.bias") continue;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bytes.data() + header.data_offset + e.begin, &nan, 4);
+  }
+  std::ofstream(model / "vae" / "diffusion_pytorch_model.safetensors", std::ios::binary) << bytes;
+  return QString::fromStdString(model.string());
+}
+
+// Settings for a window on the test device with a 64×64 image, a fixed seed and no TAESD.
+std::unique_ptr<Settings> window_settings(const QTemporaryDir& root, const QString& model, const QString& cache) {
+  auto settings = std::make_unique<Settings>(root.filePath(QStringLiteral("settings.ini")), nullptr);
+  settings->set_model(model);
+  settings->set_gallery_folder(root.filePath(QStringLiteral("gallery")));
+  if (const char* device = std::getenv("SDT_TEST_DEVICE")) settings->set_device(QString::fromLocal8Bit(device));
+  settings->set_override(QString::fromLatin1(keys::kCacheDir), cache);
+  settings->set_image_size(QSize(64, 64));
+  settings->set_random_seed(false);
+  settings->set_seed(5);
+  return settings;
+}
+
+}  // namespace
+
+class ReliabilityUi : public QObject {
+  Q_OBJECT
+ public:
+  ReliabilityUi() {
+    QStandardPaths::setTestModeEnabled(true);
+    register_meta_types();
+  }
+
+ private Q_SLOTS:
+#ifdef Q_OS_UNIX
+  void a_full_disk_fails_naming_the_file_and_leaves_the_gallery_as_it_was() {
+    QTemporaryDir dir;
+    const QByteArray existing = noise_png(8, 1);
+    const auto first = save_png_unique(dir.path(), QStringLiteral("sdturbo-s1"), existing);
+    QVERIFY2(first.ok(), qPrintable(first.error));
+    const QByteArray big = noise_png(200, 2);  // about 120 KB
+    SaveOutcome outcome;
+    {
+      sdt::test::FileSizeLimit full(16 * 1024);
+      QVERIFY(full.active());
+      outcome = save_png_unique(dir.path(), QStringLiteral("sdturbo-s1"), big);
+    }
+    QVERIFY2(!outcome.ok(), "a save past the limit succeeded");
+    QVERIFY2(outcome.error.contains(QStringLiteral("sdturbo-s1-2.png")), qPrintable(outcome.error));
+    // Neither the reservation nor QSaveFile's temporary file is left; the earlier image is intact.
+    QCOMPARE(files_in(dir.path()), QStringList{QStringLiteral("sdturbo-s1.png")});
+    QCOMPARE(read_all(first.path), existing);
+    // With space again, the same save works.
+    const auto again = save_png_unique(dir.path(), QStringLiteral("sdturbo-s1"), big);
+    QVERIFY2(again.ok(), qPrintable(again.error));
+    QCOMPARE(read_all(again.path), big);
+  }
+#endif
+
+  void a_gallery_folder_deleted_while_the_app_runs_is_made_again_by_the_next_save() {
+    QTemporaryDir dir;
+    const QString gallery = dir.filePath(QStringLiteral("gallery"));
+    QVERIFY(save_png_unique(gallery, QStringLiteral("a"), noise_png(8, 3)).ok());
+    QVERIFY(QDir(gallery).removeRecursively());
+    const QByteArray png = noise_png(8, 4);
+    const auto outcome = save_png_unique(gallery, QStringLiteral("b"), png);
+    QVERIFY2(outcome.ok(), qPrintable(outcome.error));
+    QCOMPARE(read_all(outcome.path), png);
+    QCOMPARE(files_in(gallery), QStringList{QStringLiteral("b.png")});
+  }
+
+  void saves_of_one_name_at_the_same_time_each_keep_their_own_file() {
+    QTemporaryDir dir;
+    constexpr int kSavers = 8;
+    std::vector<QByteArray> pngs;
+    for (int i = 0; i < kSavers; ++i) pngs.push_back(noise_png(48, 10 + quint32(i)));
+    std::vector<SaveOutcome> outcomes(kSavers);
+    std::vector<std::thread> savers;
+    for (int i = 0; i < kSavers; ++i)
+      savers.emplace_back(
+          [&, i] { outcomes[i] = save_png_unique(dir.path(), QStringLiteral("same-second"), pngs[i]); });
+    for (auto& t : savers) t.join();
+    QSet<QString> paths;
+    for (int i = 0; i < kSavers; ++i) {
+      QVERIFY2(outcomes[i].ok(), qPrintable(outcomes[i].error));
+      paths.insert(outcomes[i].path);
+      QCOMPARE(read_all(outcomes[i].path), pngs[i]);  // its own bytes: nobody wrote over it
+    }
+    QCOMPARE(paths.size(), kSavers);
+    QCOMPARE(files_in(dir.path()).size(), kSavers);  // and no temporary files
+  }
+
+  void a_model_with_nan_weights_shows_the_stage_and_saves_nothing() {
+    QTemporaryDir root;
+    const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
+    auto settings = window_settings(root, model_with_nan_vae(root.path()),
+                                    shared.isEmpty() ? root.filePath(QStringLiteral("kernels")) : shared);
+    MainWindow window(settings.get());
+    QSignalSpy ready(&window, &MainWindow::engine_ready);
+    window.show();
+    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QSignalSpy failed(&window, &MainWindow::generation_failed);
+    QSignalSpy shown(&window, &MainWindow::image_shown);
+    QSignalSpy saved(&window, &MainWindow::image_saved);
+    window.generate();
+    QVERIFY(failed.wait(kGenerateTimeoutMs));
+    QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("the VAE decoder produced")),
+             qPrintable(failed.at(0).at(0).toString()));
+    QVERIFY2(window.error_bar()->text().contains(QStringLiteral("non-finite")), qPrintable(window.error_bar()->text()));
+    QCOMPARE(shown.count(), 0);
+    QCOMPARE(saved.count(), 0);
+    QCOMPARE(files_in(root.filePath(QStringLiteral("gallery"))), QStringList{});
+  }
+
+  void the_kernel_cache_folder_setting_is_where_the_app_keeps_its_kernels() {
+    QTemporaryDir root;
+    const QString cache = root.filePath(QStringLiteral("my kernel cache"));
+    auto settings =
+        window_settings(root, QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string()), cache);
+    QCOMPARE(settings->kernel_cache_dir(), cache);
+    MainWindow window(settings.get());
+    QSignalSpy ready(&window, &MainWindow::engine_ready);
+    window.show();
+    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QSignalSpy saved(&window, &MainWindow::image_saved);
+    window.generate();
+    QVERIFY2(saved.wait(kGenerateTimeoutMs), qPrintable(window.error_bar()->text()));
+    const QStringList entries = files_in(cache);
+    QVERIFY2(!entries.isEmpty(), "no kernel was cached in the configured folder");
+    for (const QString& entry : entries) QVERIFY2(entry.endsWith(QStringLiteral(".bin")), qPrintable(entry));
+  }
+};
+
+QTEST_MAIN(ReliabilityUi)
+#include "test_reliability.moc"
