@@ -13,12 +13,7 @@
 #include "sdt/image.hpp"
 #include "test_common.hpp"
 
-#ifndef _WIN32
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <csignal>
-#endif
+#include "interrupt_child.hpp"
 
 namespace sdt::test {
 namespace {
@@ -255,47 +250,20 @@ TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
 TEST(Cli, CtrlCCancelsCleanlyAndWritesNoFile) {
   TempDir dir("sdt-test-cli");
   const fs::path out = dir.path() / "cancelled.png";
-  int err_pipe[2];
-  ASSERT_EQ(pipe(err_pipe), 0);
-  const std::string bin = cli_binary().string(), cache = kernel_cache().string(), model = fixture("model");
-  const std::string out_s = out.string();
-  const char* device = std::getenv("SDT_TEST_DEVICE");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(err_pipe[1], STDERR_FILENO);
-    close(err_pipe[0]);
-    std::vector<const char*> argv = {bin.c_str(),   "--model",     model.c_str(), "--prompt", "cancel me", "--steps",
-                                     "4",           "--width",     "256",         "--height", "256",       "--output",
-                                     out_s.c_str(), "--cache-dir", cache.c_str(), "-v"};
-    if (device && *device) {
-      argv.push_back("--device");
-      argv.push_back(device);
-    }
-    argv.push_back(nullptr);
-    execv(bin.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
+  std::vector<std::string> argv = {cli_binary().string(), "--model",  fixture("model"), "--prompt", "cancel me",
+                                   "--steps",             "4",        "--width",        "256",      "--height",
+                                   "256",                 "--output", out.string(),     "--cache-dir",
+                                   kernel_cache().string(), "-v"};
+  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) {
+    argv.emplace_back("--device");
+    argv.emplace_back(device);
   }
-  close(err_pipe[1]);
   // Interrupt once the first UNet step is reported: three more steps and the decoder are still to come.
-  std::string err;
-  char buffer[256];
-  bool interrupted = false;
-  ssize_t n;
-  while ((n = read(err_pipe[0], buffer, sizeof buffer)) > 0) {
-    err.append(buffer, static_cast<std::size_t>(n));
-    if (!interrupted && err.find("unet 1/4") != std::string::npos) {
-      kill(pid, SIGINT);
-      interrupted = true;
-    }
-  }
-  close(err_pipe[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(interrupted) << "never saw the first UNet step: " << err;
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal instead of cancelling: " << err;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
-  EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+  const InterruptedRun run = run_and_interrupt(argv, "unet 1/4");
+  ASSERT_TRUE(run.interrupted) << "never saw the first UNet step: " << run.err;
+  ASSERT_TRUE(WIFEXITED(run.status)) << "killed by a signal instead of cancelling: " << run.err;
+  EXPECT_EQ(WEXITSTATUS(run.status), 130) << run.err;
+  EXPECT_NE(run.err.find("cancelled"), std::string::npos) << run.err;
   EXPECT_FALSE(fs::exists(out)) << "a cancelled run wrote its output";
   for (const auto& entry : fs::directory_iterator(dir.path())) ADD_FAILURE() << "left behind: " << entry.path();
 }

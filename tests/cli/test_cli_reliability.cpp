@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.hpp"
+#include "interrupt_child.hpp"
 #include "test_common.hpp"
 
 #ifndef _WIN32
@@ -217,45 +218,19 @@ TEST(CliReliability, NanWeightsFailNamingTheStageAndWriteNoFile) {
 TEST(CliReliability, CtrlCJustBeforeTheSaveWritesNoFile) {
   TempDir dir("sdt-test-cli-late-cancel");
   const fs::path out = dir.path() / "late.png";
-  int err_pipe[2];
-  ASSERT_EQ(pipe(err_pipe), 0);
-  const std::string bin = tool("sdturbo-cli").string(), model = fixture("model"), out_s = out.string(),
-                    cache = shared_cache()[1];
-  const char* device = std::getenv("SDT_TEST_DEVICE");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(err_pipe[1], STDERR_FILENO);
-    close(err_pipe[0]);
-    std::vector<const char*> argv = {bin.c_str(),   "--model", model.c_str(), "--prompt",   "late",
-                                     "--width",     "256",     "--height",    "256",        "--output",
-                                     out_s.c_str(), "-v",      "--cache-dir", cache.c_str()};
-    if (device && *device) {
-      argv.push_back("--device");
-      argv.push_back(device);
-    }
-    argv.push_back(nullptr);
-    execv(bin.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
+  std::vector<std::string> argv = {tool("sdturbo-cli").string(), "--model",  fixture("model"), "--prompt",
+                                   "late",                       "--width",  "256",            "--height",
+                                   "256",                        "--output", out.string(),     "-v",
+                                   "--cache-dir",                shared_cache()[1]};
+  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) {
+    argv.emplace_back("--device");
+    argv.emplace_back(device);
   }
-  close(err_pipe[1]);
-  std::string err;
-  char buffer[256];
-  bool interrupted = false;
-  for (ssize_t n; (n = read(err_pipe[0], buffer, sizeof buffer)) > 0;) {
-    err.append(buffer, static_cast<std::size_t>(n));
-    if (!interrupted && err.find("read-back") != std::string::npos) {  // every stage has run
-      kill(pid, SIGINT);
-      interrupted = true;
-    }
-  }
-  close(err_pipe[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(interrupted) << "never saw the read-back: " << err;
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of cancelling: " << err;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
-  EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+  const InterruptedRun run = run_and_interrupt(argv, "read-back");  // every stage has run
+  ASSERT_TRUE(run.interrupted) << "never saw the read-back: " << run.err;
+  ASSERT_TRUE(WIFEXITED(run.status)) << "killed by the signal instead of cancelling: " << run.err;
+  EXPECT_EQ(WEXITSTATUS(run.status), 130) << run.err;
+  EXPECT_NE(run.err.find("cancelled"), std::string::npos) << run.err;
   EXPECT_TRUE(files_in(dir.path()).empty()) << "left behind: " << files_in(dir.path()).front();
 }
 
