@@ -3,14 +3,15 @@
 //
 // Files replaced or truncated while mapped (RELIABILITY.md item 13). On POSIX, reading a page of a mapping past
 // the current end of its file raises SIGBUS, and a file rewritten in place shows its new bytes through the
-// mapping. Our approach: keep the descriptor open and, before any read of mapped bytes (TensorView::to_f32,
-// uploads via TensorView::check_intact, the model hash), fstat it and compare size and modification time with
-// what was mapped; any change is an sdt::Error (Io) saying to reopen the model. A file replaced by rename (how
-// downloaders and editors write) leaves our inode, and thus the mapping, untouched: nothing to detect. What
-// remains is the window between the check and the read: a truncation inside it still raises SIGBUS. Closing it
-// would need a process-wide SIGBUS handler, which a library must not install behind the application's back.
+// mapping. So on POSIX the mapped bytes are never read: the mapping only gives every tensor an address, and
+// read() copies bytes with pread() from the descriptor kept open, after check_intact() has compared the size and
+// modification time with what was opened. A change is an sdt::Error (Io) saying to reopen the model; a file
+// truncated between the check and the read gives a short read, the same error, and never a signal (a signal
+// handler would be process-wide: a library must not install one behind the application's back). A file replaced
+// by rename (how downloaders and editors write) leaves our inode untouched: nothing to detect.
 // On Windows the file is opened without FILE_SHARE_WRITE, so nobody can truncate or rewrite it while it is
-// mapped (a truncation fails with ERROR_USER_MAPPED_FILE anyway); check_intact() has nothing to do there.
+// mapped (a truncation fails with ERROR_USER_MAPPED_FILE anyway): read() copies from the mapping and
+// check_intact() has nothing to do.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,9 @@ class MappedFile {
 
   // Throws sdt::Error (Io) naming the file when it was truncated or modified since it was mapped.
   void check_intact() const;
+  // Copies bytes [offset, offset + n) of the file into `out` (check_intact() first). Throws sdt::Error (Io)
+  // naming the file when they cannot all be read, as when the file was truncated meanwhile.
+  void read(std::size_t offset, std::size_t n, void* out) const;
 
  private:
   struct Handles;

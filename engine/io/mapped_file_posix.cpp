@@ -68,6 +68,29 @@ MappedFile::~MappedFile() {
   if (handles_ && handles_->fd >= 0) ::close(handles_->fd);
 }
 
+void MappedFile::read(std::size_t offset, std::size_t n, void* out) const {
+  check_intact();
+  if (offset > size_ || n > size_ - offset)
+    throw Error(ErrorKind::Internal, "read of bytes " + std::to_string(offset) + " + " + std::to_string(n) +
+                                         " past the end of " + path_to_utf8(path_) + " (" +
+                                         std::to_string(size_) + " bytes)");
+  auto* dst = static_cast<char*>(out);
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(handles_->fd, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw Error(ErrorKind::Io, "cannot read " + path_to_utf8(path_) + ": " + errno_text(errno),
+                  "check the drive, then reopen the model");
+    if (got == 0)
+      throw Error(ErrorKind::Io,
+                  path_to_utf8(path_) + " changed size on disk while in use (" + std::to_string(size_) +
+                      " bytes when opened, it ends before byte " + std::to_string(offset + n) + " now)",
+                  "the file was truncated or rewritten: reopen the model (re-download it if it is incomplete)");
+    done += static_cast<std::size_t>(got);
+  }
+}
+
 void MappedFile::check_intact() const {
   struct stat st {};
   if (::fstat(handles_->fd, &st) != 0) {

@@ -6,6 +6,8 @@
 #endif
 #include <windows.h>
 
+#include <cstring>
+
 #include "io/mapped_file.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
@@ -74,5 +76,13 @@ MappedFile::~MappedFile() {
 }
 
 void MappedFile::check_intact() const {}
+
+void MappedFile::read(std::size_t offset, std::size_t n, void* out) const {
+  if (offset > size_ || n > size_ - offset)
+    throw Error(ErrorKind::Internal, "read of bytes " + std::to_string(offset) + " + " + std::to_string(n) +
+                                         " past the end of " + path_to_utf8(path_) + " (" +
+                                         std::to_string(size_) + " bytes)");
+  if (n) std::memcpy(out, data_ + offset, n);  // the file cannot shrink while mapped here
+}
 
 }  // namespace sdt::io

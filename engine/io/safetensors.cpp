@@ -412,7 +412,21 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.path_ = path;
   file.mapping_ = MappedFile::open(path);
-  file.header_ = parse_safetensors(file.mapping_->data(), file.mapping_->size(), path_to_utf8(path));
+  // The header is read from the file, not its mapping (see mapped_file.hpp): the length first, then as much of
+  // the header as the length says when that is plausible; the parser decides about everything else.
+  const std::size_t size = file.mapping_->size();
+  std::vector<std::byte> head(std::min<std::size_t>(size, 8));
+  file.mapping_->read(0, head.size(), head.data());
+  if (head.size() == 8) {
+    std::uint64_t header_len = 0;
+    std::memcpy(&header_len, head.data(), 8);
+    if (header_len <= kMaxSafetensorsHeaderBytes && header_len <= size - 8) {
+      head.resize(8 + static_cast<std::size_t>(header_len));
+      file.mapping_->read(8, static_cast<std::size_t>(header_len), head.data() + 8);
+    }
+  }
+  // The parser reads no further than the header's length, and only after checking it against `size`.
+  file.header_ = parse_safetensors(head.data(), size, path_to_utf8(path));
   file.index_.reserve(file.header_.entries.size());
   for (std::size_t i = 0; i < file.header_.entries.size(); ++i) file.index_[file.header_.entries[i].name] = i;
   return file;

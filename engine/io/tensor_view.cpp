@@ -2,6 +2,7 @@
 // guards every read of a memory-mapped weight file (RELIABILITY.md item 13).
 #include "io/tensor_view.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -109,32 +110,36 @@ float bf16_to_float(std::uint16_t b) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
+void TensorView::read(std::size_t offset, std::size_t n, void* out) const {
+  if (offset > bytes || n > bytes - offset)
+    throw Error(ErrorKind::Internal, "tensor " + describe() + ": read of bytes " + std::to_string(offset) + " + " +
+                                         std::to_string(n) + " past its " + std::to_string(bytes));
+  if (n == 0) return;
+  if (file)
+    file->read(static_cast<std::size_t>(data - file->data()) + offset, n, out);
+  else
+    std::memcpy(out, data + offset, n);
+}
+
 void TensorView::to_f32(float* out) const {
-  check_intact();
   const auto n = static_cast<std::size_t>(numel());
   if (n * element_size(dtype) != bytes) {
     throw Error(ErrorKind::Internal, "tensor " + describe() + ": shape " + shape_to_string(shape) + " of " +
                                          to_string(dtype) + " needs " + std::to_string(n * element_size(dtype)) +
                                          " bytes, the view holds " + std::to_string(bytes));
   }
-  switch (dtype) {
-    case DType::F32:
-      std::memcpy(out, data, n * 4);
-      break;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, data + 2 * i, 2);
-        out[i] = half_to_float(h);
-      }
-      break;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, data + 2 * i, 2);
-        out[i] = bf16_to_float(h);
-      }
-      break;
+  if (dtype == DType::F32) {
+    read(0, n * 4, out);
+    return;
+  }
+  // Halves are read in chunks into a small buffer and widened from there.
+  constexpr std::size_t kChunk = 1 << 16;
+  std::vector<std::uint16_t> halves(std::min(n, kChunk));
+  for (std::size_t first = 0; first < n; first += kChunk) {
+    const std::size_t count = std::min(kChunk, n - first);
+    read(2 * first, 2 * count, halves.data());
+    for (std::size_t i = 0; i < count; ++i)
+      out[first + i] = dtype == DType::F16 ? half_to_float(halves[i]) : bf16_to_float(halves[i]);
   }
 }
 

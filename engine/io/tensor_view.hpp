@@ -29,9 +29,12 @@ struct TensorView {
   // Converts to fp32 into out[0 .. numel). Validates that the mapping is still intact first where it can.
   void to_f32(float* out) const;
   std::vector<float> to_f32() const;
-  // Throws sdt::Error (Io) when the file this view points into was truncated or rewritten since it was mapped:
-  // call it before reading `data` directly (uploads do). See mapped_file.hpp for what it can and cannot catch.
+  // Throws sdt::Error (Io) when the file this view points into was truncated or rewritten since it was mapped.
   void check_intact() const;
+  // Copies bytes [offset, offset + n) of the tensor's data into `out`. Everything that reads weight bytes goes
+  // through here, never through `data` itself: from a file, this reads the file (see mapped_file.hpp), so a file
+  // truncated meanwhile is an sdt::Error (Io) naming it, not SIGBUS.
+  void read(std::size_t offset, std::size_t n, void* out) const;
   // Where the tensor came from, for messages: "conv_in.weight in /path/unet/diffusion_pytorch_model.safetensors".
   std::string describe() const;
 };

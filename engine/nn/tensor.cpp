@@ -1,60 +1,17 @@
 // Device tensors: pooled activations, host transfers, and weight uploads in fp32 or fp16 storage.
-// fp16 storage is IEEE binary16 written on the host with round-to-nearest-even (what torch's .half() does) and
-// read by the kernels with vload_half, which needs no cl_khr_fp16. bf16 file data is widened to fp32 first
+// fp16 storage is IEEE binary16 written on the host with round-to-nearest-even (io::float_to_half, what torch's
+// .half() does) and read by the kernels with vload_half, which needs no cl_khr_fp16. bf16 file data is widened to fp32 first
 // (exact) and then stored as requested.
 #include "nn/tensor.hpp"
 
-#include <bit>
 #include <cstring>
+#include <memory>
 
 #include "io/tensor_view.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {
 namespace {
-
-std::uint16_t to_half(float f) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-  const std::uint32_t exponent = (bits >> 23) & 0xffu;
-  std::uint32_t mantissa = bits & 0x7fffffu;
-  if (exponent == 0xff)  // Inf stays Inf, NaN stays a (quiet) NaN
-    return static_cast<std::uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u | (mantissa >> 13) : 0u));
-  const int e = static_cast<int>(exponent) - 127 + 15;
-  if (e >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);  // too large: Inf, as a cast does
-  if (e <= 0) {
-    // Subnormal half (or zero): shift the mantissa with its implicit bit into place, rounding to even.
-    if (e < -10) return sign;
-    mantissa |= 0x800000u;
-    const int shift = 14 - e;
-    std::uint32_t h = mantissa >> shift;
-    const std::uint32_t rest = mantissa & ((1u << shift) - 1);
-    const std::uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  std::uint32_t h = (static_cast<std::uint32_t>(e) << 10) | (mantissa >> 13);
-  const std::uint32_t rest = mantissa & 0x1fffu;
-  // A carry out of the mantissa correctly bumps the exponent (up to Inf).
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float from_half(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exponent = (h >> 10) & 0x1fu;
-  const std::uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {
-    const float v = static_cast<float>(mantissa) * 0x1p-24f;  // zero or subnormal: exact
-    return sign ? -v : v;
-  }
-  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-float from_bf16(std::uint16_t b) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-}
 
 std::int64_t count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -140,34 +97,17 @@ Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage
     throw Error(ErrorKind::BadModel, "weight " + view.name + ": " + std::string(io::to_string(view.dtype)) + " " +
                                          shape_string(view.shape) + " needs " + std::to_string(source_bytes) +
                                          " bytes, the file holds " + std::to_string(view.bytes));
-  // The mapping must still be the file we validated before its pages are touched (a file replaced while
-  // mapped would otherwise fault inside the copy).
-  view.check_intact();
-
+  // The bytes are read through the view (from the file, not its mapping: see io/mapped_file.hpp), so a file
+  // truncated or rewritten since it was opened is an error naming it.
   const bool same_layout = (view.dtype == io::DType::F32 && storage == DType::F32) ||
                            (view.dtype == io::DType::F16 && storage == DType::F16);
-  if (same_layout) return make_persistent(ctx, std::move(target), storage, view.data);
-
-  std::vector<float> f32(static_cast<std::size_t>(n));
-  switch (view.dtype) {
-    case io::DType::F32:
-      std::memcpy(f32.data(), view.data, source_bytes);
-      break;
-    case io::DType::F16:
-      for (std::int64_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, view.data + 2 * i, 2);
-        f32[i] = from_half(h);
-      }
-      break;
-    case io::DType::BF16:
-      for (std::int64_t i = 0; i < n; ++i) {
-        std::uint16_t b;
-        std::memcpy(&b, view.data + 2 * i, 2);
-        f32[i] = from_bf16(b);
-      }
-      break;
+  if (same_layout) {
+    const std::unique_ptr<std::byte[]> bytes(new std::byte[source_bytes]);  // not zeroed: read() fills it
+    view.read(0, source_bytes, bytes.get());
+    return make_persistent(ctx, std::move(target), storage, bytes.get());
   }
+  std::vector<float> f32(static_cast<std::size_t>(n));
+  view.to_f32(f32.data());
   return upload_weight(ctx, f32, std::move(target), storage);
 }
 
@@ -177,7 +117,7 @@ Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vect
                 "upload_weight: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
   if (storage == DType::F32) return make_persistent(ctx, std::move(shape), storage, host.data());
   std::vector<std::uint16_t> halves(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) halves[i] = to_half(host[i]);
+  for (std::size_t i = 0; i < host.size(); ++i) halves[i] = io::float_to_half(host[i]);
   return make_persistent(ctx, std::move(shape), storage, halves.data());
 }
 

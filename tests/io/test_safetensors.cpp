@@ -2,16 +2,19 @@
 // 13 with files built here.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "io/json_util.hpp"
 #include "io/mapped_file.hpp"
 #include "io/safetensors.hpp"
 #include "io_test_helpers.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 #include "test_common.hpp"
 
 namespace sdt::test {
@@ -277,6 +280,44 @@ TEST(Safetensors, FileRewrittenInPlaceWhileMappedIsDetected) {
   }
   std::filesystem::last_write_time(path, std::filesystem::last_write_time(path) + std::chrono::seconds(2));
   EXPECT_THROW(view.check_intact(), Error);
+}
+
+// The window the size check cannot close: a truncation while a long read is under way. Reads of a mapping would
+// raise SIGBUS on the first page past the new end (the process dies, the test with it); reads come from the file
+// instead, so the reader sees an error naming the file. The reader copies 48 MB again and again, so the
+// truncation lands inside a copy nearly always, and before the check at most once.
+TEST(Safetensors, FileTruncatedDuringALongReadFailsCleanlyInsteadOfSigbus) {
+  TempDir dir("sdt-io-st");
+  const auto path = dir.path() / "big.safetensors";
+  std::vector<float> values(12 << 20);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) - 0.25f;
+  write_file(path, make_safetensors({{"w", "F32", {static_cast<std::int64_t>(values.size())}, f32_bytes(values)}}));
+  const auto file = SafetensorsFile::open(path);
+  const auto view = file.view("w");
+  std::vector<float> out(values.size(), -1.0f);
+  view.to_f32(out.data());
+  ASSERT_EQ(out, values);
+
+  std::atomic<int> reads{0};
+  std::thread truncate([&] {
+    while (reads.load() < 2) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    std::filesystem::resize_file(path, 4096);
+  });
+  std::string message;
+  for (int i = 0; i < 100000 && message.empty(); ++i) {
+    try {
+      view.to_f32(out.data());
+      ++reads;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Io);
+      message = e.message();
+    }
+  }
+  truncate.join();
+  ASSERT_FALSE(message.empty()) << "reads of a truncated file kept succeeding";
+  EXPECT_NE(message.find(path_to_utf8(path)), std::string::npos) << message;
+  EXPECT_NE(message.find("changed size"), std::string::npos) << message;
 }
 
 TEST(Safetensors, FileReplacedByRenameKeepsTheMappedContents) {
