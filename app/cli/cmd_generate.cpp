@@ -117,22 +117,10 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
   return j;
 }
 
-// Written beside the target and renamed, like the PNGs, so a reader never sees half a file.
+// Written beside the target under a unique temporary name and renamed, like the PNGs, so a reader never sees
+// half a file and two runs writing the same file never share a temporary one.
 void write_text_atomically(const fs::path& path, const std::string& text) {
-  fs::path temp = path;
-  temp += ".tmp";
-  {
-    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f.flush())
-      throw Error(ErrorKind::Io, "could not write " + path_to_utf8(temp), "check the disk and permissions");
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    fs::remove(temp, ec);
-    throw Error(ErrorKind::Io, "could not write " + path_to_utf8(path) + ": " + ec.message());
-  }
+  write_file_atomically(path, text.data(), text.size());
 }
 
 }  // namespace
@@ -180,6 +168,7 @@ int run_generate(const Options& o) {
   options.device = o.device;
   options.weights = o.weights == "fp32" ? WeightStorage::F32 : WeightStorage::F16;
   options.cache_dir = path_from_utf8(o.cache_dir);
+  options.watchdog_seconds = o.watchdog;
   options.cancel = &g_cancel;
   options.require_taesd = request.decoder != Decoder::Full;
   Engine engine(options);

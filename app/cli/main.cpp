@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache folder (default: the platform's cache folder)");
+  app.add_option("--watchdog", o.watchdog,
+                 "Seconds a stage may take before the device counts as hung (default: 120 on GPUs, none on CPUs; "
+                 "0: none)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--prompt", o.prompt, "The prompt");
   app.add_option("--seed", o.seed, "Seed (default 0)")->each([&](const std::string&) { o.seed_given = true; });
   app.add_option("--width", o.width, "Width, a multiple of 64 (img2img: the init image's width)")

@@ -19,6 +19,7 @@ struct Options {
   std::string device;
   std::string weights = "fp16";  // fp16 | fp32
   std::string cache_dir;
+  double watchdog = -1;  // seconds; negative: the engine's default for the device
   // request
   std::string prompt;
   std::uint64_t seed = 0;

@@ -307,12 +307,16 @@ std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngTe
 
 void write_png(const std::filesystem::path& path, const Image& image, const std::vector<PngText>& texts) {
   const std::vector<std::uint8_t> bytes = encode_png(image, texts);
+  write_file_atomically(path, bytes.data(), bytes.size());
+}
+
+void write_file_atomically(const std::filesystem::path& path, const void* data, std::size_t size) {
   const std::filesystem::path temporary = temporary_beside(path);
   // Write everything to a temporary file beside the target, flush it to the disk, then rename it over the
   // target: a reader (or a crash) sees the old file or the complete new one, never a partial or empty one.
   std::FILE* file = open_for_writing(temporary);
   if (!file) fail_write(path, temporary, "creating a temporary file", errno);
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size() || std::fflush(file) != 0) {
+  if (std::fwrite(data, 1, size, file) != size || std::fflush(file) != 0) {
     const int code = errno;
     std::fclose(file);
     fail_write(path, temporary, "writing", code);

@@ -4,9 +4,15 @@
 // the op and the shapes when they do not fit.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "nn/tensor.hpp"
 
 namespace sdt::nn {
+
+class WeightIndex;
 
 enum class Act { None, SiLU, GELU, ReLU };
 
@@ -75,5 +81,9 @@ cl::Buffer to_rgb8(cl::Context& ctx, const Tensor& x, float a, float b);
 
 // Counts NaN/Inf entries of x (one small reduction; synchronises when read).
 std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x);
+// NaN and Inf values in each weight of `index` whose name starts with one of `prefixes`: the names and counts of
+// those that hold any, in the index's order. One kernel per weight and a single read-back (an error path).
+std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,
+                                                                           const std::vector<std::string>& prefixes);
 
 }  // namespace sdt::nn

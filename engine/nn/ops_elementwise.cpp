@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/ops_internal.hpp"
+#include "nn/weight_scope.hpp"
 #include "runtime/cl_error.hpp"
 
 namespace sdt::nn {
@@ -230,10 +231,43 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
   cl_kernel kernel = ctx.kernel(kProgram, "count_non_finite");
   const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
   const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
-  ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, counter);
+  ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, counter, 0);
   cl_int count = 0;
   ctx.read(counter, &count, sizeof count);
   return count;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,
+                                                                           const std::vector<std::string>& prefixes) {
+  std::vector<const WeightIndex::Entry*> chosen;
+  for (const auto& e : index.entries())
+    for (const auto& prefix : prefixes)
+      if (e.name.rfind(prefix, 0) == 0) {
+        chosen.push_back(&e);
+        break;
+      }
+  std::vector<std::pair<std::string, std::int64_t>> found;
+  if (chosen.empty()) return found;
+  cl::Buffer counters = ctx.buffer(chosen.size() * sizeof(cl_int));
+  const cl_int zero = 0;
+  cl::check(clEnqueueFillBuffer(ctx.queue(), counters.get(), &zero, sizeof zero, 0, chosen.size() * sizeof zero, 0,
+                                nullptr, nullptr),
+            "clEnqueueFillBuffer", "count_non_finite_weights counters");
+  cl_kernel f32 = ctx.kernel(kProgram, "count_non_finite");
+  cl_kernel f16 = ctx.kernel(kProgram, "count_non_finite_half");
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const WeightIndex::Entry& e = *chosen[i];
+    cl_kernel kernel = e.dtype == DType::F16 ? f16 : f32;
+    const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
+    const std::size_t global = std::min(round_up(static_cast<std::size_t>(e.numel), local), 1024 * local);
+    ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(e.numel), e.mem.get(), counters,
+               static_cast<int>(i));
+  }
+  std::vector<cl_int> counts(chosen.size());
+  ctx.read(counters, counts.data(), counts.size() * sizeof(cl_int));
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    if (counts[i] > 0) found.emplace_back(chosen[i]->name, counts[i]);
+  return found;
 }
 
 }  // namespace sdt::nn

@@ -21,11 +21,30 @@ class WeightSet;
 
 namespace sdt::nn {
 
+// Every weight the scopes uploaded, by name ("unet.conv_in.weight"), holding a reference to its device buffer.
+// The weight files are unmapped once a model is on the device, so when a stage produces NaN or Inf this is what
+// lets the engine name the tensors that hold them (count_non_finite_weights in nn/ops.hpp).
+class WeightIndex {
+ public:
+  struct Entry {
+    std::string name;
+    cl::MemHandle mem;  // retained: the weight's own buffer
+    std::int64_t numel = 0;
+    DType dtype = DType::F32;
+  };
+  void add(const std::string& name, const Tensor& weight);
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
 class WeightScope {
  public:
-  // `cancel`, when given, is checked before each upload: loading stops with sdt::Error (Cancelled).
+  // `cancel`, when given, is checked before each upload: loading stops with sdt::Error (Cancelled). `index`, when
+  // given, records every tensor uploaded through this scope and its children.
   WeightScope(cl::Context& ctx, const io::WeightSet& weights, std::string prefix, DType storage,
-              const std::atomic<bool>* cancel = nullptr);
+              const std::atomic<bool>* cancel = nullptr, WeightIndex* index = nullptr);
 
   // The scope of a child module: prefix + child + ".".
   WeightScope operator[](const std::string& child) const;
@@ -54,8 +73,10 @@ class WeightScope {
   std::string prefix_;
   DType storage_;
   const std::atomic<bool>* cancel_;
+  WeightIndex* index_;
 
   void check_cancel() const;
+  Tensor indexed(const std::string& leaf, Tensor weight) const;
 };
 
 }  // namespace sdt::nn

@@ -27,22 +27,40 @@ nn::DType storage_of(WeightStorage w) {
   return w == WeightStorage::F32 ? nn::DType::F32 : nn::DType::F16;
 }
 
+// The watchdog of EngineOptions::watchdog_seconds: negative means the default for the device.
+std::chrono::milliseconds watchdog_for(double seconds, const DeviceInfo& device) {
+  if (seconds < 0) seconds = device.is_gpu() ? kDefaultGpuWatchdogSeconds : 0.0;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
 // "unet step 2" → "unet"; other labels are already what Progress::stage documents.
 std::string progress_stage(const std::string& label) {
   return label.rfind("unet step", 0) == 0 ? "unet" : label;
 }
 
 // Throws Error (Device) naming the stage when t holds NaN or Inf; sets `found` first so the caller knows the
-// device itself is fine (no need to rebuild the context).
+// device itself is fine (no need to rebuild the context). The stage's weights (names starting with one of
+// `weights`) are then counted too, so the message names the tensors of a damaged file.
 void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& producer, const std::string& what,
-                  bool& found) {
+                  const nn::WeightIndex& index, const std::vector<std::string>& weights, bool& found) {
   const std::int64_t bad = nn::count_non_finite(ctx, t);
-  if (bad > 0) found = true;
-  if (bad > 0)
-    throw Error(ErrorKind::Device,
-                producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what + " of " +
-                    std::to_string(t.numel()) + "; no image was made",
-                "try --weights fp32, another device or driver, or check the model file for NaN weights");
+  if (bad == 0) return;
+  found = true;
+  std::string message = producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
+                        " of " + std::to_string(t.numel()) + "; no image was made";
+  std::string hint = "try --weights fp32, another device or driver";
+  const auto damaged = nn::count_non_finite_weights(ctx, index, weights);
+  if (damaged.empty()) {
+    message += "; its weights are all finite";
+  } else {
+    constexpr std::size_t kNamed = 5;
+    message += "; its weights hold NaN or Inf: ";
+    for (std::size_t i = 0; i < damaged.size() && i < kNamed; ++i)
+      message += (i ? ", " : "") + damaged[i].first + " (" + std::to_string(damaged[i].second) + ")";
+    if (damaged.size() > kNamed) message += " and " + std::to_string(damaged.size() - kNamed) + " more tensors";
+    hint = "the model file is damaged: download it again";
+  }
+  throw Error(ErrorKind::Device, message, hint);
 }
 
 }  // namespace
@@ -108,6 +126,7 @@ void Engine::Impl::open() {
   device_ = device.info;
   cl::ContextOptions context_options;
   context_options.cache_dir = options_.cache_dir;
+  context_options.watchdog = watchdog_for(options_.watchdog_seconds, device.info);
   ctx_ = std::make_unique<cl::Context>(device, context_options);
 
   const auto upload_start = Clock::now();
@@ -173,8 +192,9 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       current_stage = next;
     };
     auto hook = [&](const std::string& stage, int step, int steps) {
+      const std::string ended = current_stage;
       close_stage(stage);
-      fences.mark();
+      fences.mark(ended);
       if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + stage);
       if (on_progress) on_progress({progress_stage(stage), step, steps});
     };
@@ -197,16 +217,23 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       ctx.set_stage("taesd decode");
       rgb_taesd = nn::to_rgb8(ctx, out.image_taesd, 1.0f, 0.0f);
     }
+    const std::string decoded = current_stage;
     close_stage("read-back");
-    fences.mark();
+    fences.mark(decoded);
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
     if (on_progress) on_progress({"read-back", 0, 0});
 
+    // Everything is enqueued: wait for it under the watchdog. The reads below (the checks' counts, the images) are
+    // blocking and unwatched, and wait only for the small work enqueued after this point.
+    ctx.finish();
+
     // NaN/Inf checks, earliest stage first so the message names where it started.
     ctx.set_stage("checks");
+    const nn::WeightIndex& weights = pipeline_->models().weights;
     if (!out.text_cache_hit) {
       try {
-        check_finite(ctx, *out.text_hidden, "the text encoder", "the prompt embedding", non_finite);
+        check_finite(ctx, *out.text_hidden, "the text encoder", "the prompt embedding", weights, {"text_encoder."},
+                     non_finite);
       } catch (...) {
         pipeline_->prompt_cache().clear();  // never reuse a broken embedding
         throw;
@@ -214,9 +241,16 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     }
     const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
                                   (out.timesteps_run.size() == 1 ? "" : "s") + ")";
-    check_finite(ctx, out.latents, unet_what, "the final latents", non_finite);
-    if (out.image_vae.defined()) check_finite(ctx, out.image_vae, "the VAE decoder", "the image", non_finite);
-    if (out.image_taesd.defined()) check_finite(ctx, out.image_taesd, "the TAESD decoder", "the image", non_finite);
+    // img2img latents also went through an encoder: its weights are suspects too.
+    std::vector<std::string> latent_weights{"unet."};
+    if (request.init_image)
+      latent_weights.insert(latent_weights.end(), {"vae.encoder.", "vae.quant_conv.", "taesd.encoder."});
+    check_finite(ctx, out.latents, unet_what, "the final latents", weights, latent_weights, non_finite);
+    if (out.image_vae.defined())
+      check_finite(ctx, out.image_vae, "the VAE decoder", "the image", weights, {"vae.decoder.", "vae.post_quant_conv."},
+                   non_finite);
+    if (out.image_taesd.defined())
+      check_finite(ctx, out.image_taesd, "the TAESD decoder", "the image", weights, {"taesd.decoder."}, non_finite);
 
     const std::vector<cl::KernelTiming> recorded = ctx.collect_timings();  // waits for the queue
     ctx.set_recording(false);

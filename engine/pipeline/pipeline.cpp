@@ -11,7 +11,7 @@ namespace sdt::pipeline {
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
                            const std::atomic<bool>* cancel) {
   ResidentModels m;
-  const nn::WeightScope root(ctx, files.weights, "", storage, cancel);
+  const nn::WeightScope root(ctx, files.weights, "", storage, cancel, &m.weights);
   m.text_encoder = std::make_unique<models::ClipTextEncoder>(root["text_encoder"], files.text_encoder);
   m.unet = std::make_unique<models::UNet2DConditionModel>(root["unet"], files.unet);
   m.vae_decoder = std::make_unique<models::VaeDecoder>(root["vae"], files.vae);

@@ -31,6 +31,7 @@ namespace sdt::pipeline {
 
 // The models of one engine, resident on its device. Optional parts are null when the files lack them.
 struct ResidentModels {
+  nn::WeightIndex weights;  // every uploaded weight by name: to name the tensors behind a NaN
   std::unique_ptr<models::ClipTextEncoder> text_encoder;
   std::unique_ptr<models::UNet2DConditionModel> unet;
   std::unique_ptr<models::VaeDecoder> vae_decoder;

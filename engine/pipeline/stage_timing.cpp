@@ -5,16 +5,13 @@
 
 namespace sdt::pipeline {
 
-void StageFences::mark() {
-  cl_event marker = nullptr;
-  cl::check(clEnqueueMarkerWithWaitList(ctx_.queue(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList",
-            "stage boundary");
-  pending_.emplace_back(marker);
+void StageFences::mark(const std::string& ended) {
+  const std::string what = ended.empty() ? std::string("the work queued") : "the stage '" + ended + "'";
+  pending_.push_back({ctx_.marker(what), what});
   // Hand the queued work to the device now; some drivers only start on a flush.
   cl::check(clFlush(ctx_.queue()), "clFlush", "stage boundary");
   while (pending_.size() > 1) {
-    cl_event oldest = pending_.front().get();
-    cl::check(clWaitForEvents(1, &oldest), "clWaitForEvents", "stage boundary");
+    ctx_.wait(pending_.front().event.get(), pending_.front().stage);
     pending_.pop_front();
   }
 }

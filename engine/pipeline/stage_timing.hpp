@@ -17,12 +17,17 @@ namespace sdt::pipeline {
 class StageFences {
  public:
   explicit StageFences(cl::Context& ctx) : ctx_(ctx) {}
-  // Marks the end of everything enqueued so far; returns once the previous mark has been passed.
-  void mark();
+  // Marks the end of everything enqueued so far, the end of stage `ended`; returns once the previous mark has
+  // been passed. The wait is under the context's watchdog (cl::Context::wait).
+  void mark(const std::string& ended);
 
  private:
+  struct Pending {
+    cl::EventHandle event;
+    std::string stage;
+  };
   cl::Context& ctx_;
-  std::deque<cl::EventHandle> pending_;
+  std::deque<Pending> pending_;
 };
 
 // Adds the recorded kernel timings to `timings` (text encoder, vae encode, unet step N, vae decode, taesd

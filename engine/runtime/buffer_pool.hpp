@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace sdt::cl {
@@ -60,6 +61,8 @@ class Handle {
     handle_ = nullptr;
   }
   T get() const { return handle_; }
+  // Gives up ownership without releasing (a handle that must outlive us, or must never be released).
+  T release() { return std::exchange(handle_, nullptr); }
   explicit operator bool() const { return handle_ != nullptr; }
 
  private:

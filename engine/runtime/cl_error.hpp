@@ -26,6 +26,9 @@ cl_int inject(cl_int status, const char* call);
 // the fault fires on the `skip`+1-th matching check and the `times`-1 matching checks after it, then disarms
 // (`times` < 0: every matching check fails until disarm_faults()).
 void arm_fault(std::string call, cl_int status, int skip = 0, int times = 1);
+// Pseudo call name for arm_fault: the matching Context::marker() makes the queue wait on an event that never
+// completes, which to the host is exactly a kernel that never returns (the status passed is not used).
+inline constexpr const char* kHangFault = "<hang>";
 void disarm_faults();
 
 }  // namespace sdt::cl

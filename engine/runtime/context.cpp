@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
 
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
@@ -71,11 +74,23 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options) : de
   if (options.disk_cache) dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   programs_ = std::make_unique<ProgramCache>(context_.get(), device_, dir);
   pool_ = std::make_shared<PoolState>();
+  watchdog_ = options.watchdog;
   log::get("cl")->info("opened {}", describe(device.info));
 }
 
 Context::~Context() {
-  if (queue_) clFinish(queue_.get());
+  // A test's injected hang ends here: completing the user event lets the queue behind it drain. (Failing it
+  // instead would be closer to a real fault, but PoCL aborts on user events set to an error status.)
+  for (auto& event : injected_hangs_) clSetUserEventStatus(event.get(), CL_COMPLETE);
+  if (hung_) {
+    // The device stopped responding: waiting for its queue, or releasing it (which may flush and wait), could
+    // block this thread for good. The queue and the context are abandoned, a small leak once per hang.
+    log::get("cl")->warn("abandoning the command queue of {}: it stopped responding", device_.info.name);
+    (void)queue_.release();
+    (void)context_.release();
+  } else if (queue_) {
+    clFinish(queue_.get());
+  }
   recorded_.clear();
   kernels_.clear();
   programs_.reset();
@@ -175,7 +190,87 @@ void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::siz
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
 }
 
-void Context::finish() { check(clFinish(queue_.get()), "clFinish"); }
+void Context::finish() {
+  if (watchdog_.count() <= 0 && !hung_) {
+    check(clFinish(queue_.get()), "clFinish");
+    return;
+  }
+  EventHandle end = marker("the end of the queue");
+  check(clFlush(queue_.get()), "clFlush", "the end of the queue");
+  wait(end.get(), "the work queued");
+}
+
+EventHandle Context::marker(std::string_view what) {
+  if (hung_)
+    throw Error(ErrorKind::Device, "the device " + device_.info.name + " stopped responding earlier",
+                "the engine reopens the device for the next request");
+  cl_event user = nullptr;
+  if (inject(CL_SUCCESS, kHangFault) != CL_SUCCESS) {
+    cl_int status = CL_SUCCESS;
+    user = clCreateUserEvent(context_.get(), &status);
+    check(status, "clCreateUserEvent", "an injected hang");
+    injected_hangs_.emplace_back(user);
+  }
+  cl_event event = nullptr;
+  check(clEnqueueMarkerWithWaitList(queue_.get(), user ? 1 : 0, user ? &user : nullptr, &event),
+        "clEnqueueMarkerWithWaitList", what);
+  return EventHandle(event);
+}
+
+namespace {
+
+// What a waiting thread and an event's completion callback share. The callback owns one reference: when the
+// device never completes the event, only that small object leaks.
+struct WaitState {
+  std::mutex mutex;
+  std::condition_variable done;
+  bool complete = false;
+  cl_int status = CL_COMPLETE;
+};
+
+void CL_CALLBACK on_event_done(cl_event, cl_int status, void* user) {
+  auto* holder = static_cast<std::shared_ptr<WaitState>*>(user);
+  {
+    std::lock_guard lock((*holder)->mutex);
+    (*holder)->complete = true;
+    (*holder)->status = status;
+  }
+  (*holder)->done.notify_all();
+  delete holder;
+}
+
+}  // namespace
+
+void Context::wait(cl_event event, std::string_view what) {
+  if (hung_)
+    throw Error(ErrorKind::Device, "the device " + device_.info.name + " stopped responding earlier",
+                "the engine reopens the device for the next request");
+  if (watchdog_.count() <= 0) {
+    check(clWaitForEvents(1, &event), "clWaitForEvents", what);
+    return;
+  }
+  // OpenCL has no wait with a timeout: a completion callback wakes a condition variable that is waited on with
+  // one. The callback also runs when the command ends in an error (a negative status).
+  auto state = std::make_shared<WaitState>();
+  auto* holder = new std::shared_ptr<WaitState>(state);
+  if (clSetEventCallback(event, CL_COMPLETE, on_event_done, holder) != CL_SUCCESS) {
+    delete holder;
+    check(clWaitForEvents(1, &event), "clWaitForEvents", what);
+    return;
+  }
+  std::unique_lock lock(state->mutex);
+  if (!state->done.wait_for(lock, watchdog_, [&] { return state->complete; })) {
+    hung_ = true;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3g", static_cast<double>(watchdog_.count()) / 1000.0);
+    throw Error(ErrorKind::Device,
+                "the device " + device_.info.name + " did not finish " + std::string(what) + " within " + seconds +
+                    " s: a kernel hung or the driver stopped responding",
+                "the engine reopens the device for the next request; if it happens again, update the driver or try "
+                "a smaller image (a slow device may need a longer watchdog: --watchdog SECONDS, 0 turns it off)");
+  }
+  check(state->status < 0 ? state->status : CL_SUCCESS, "clWaitForEvents", what);
+}
 
 cl_kernel Context::kernel(std::string_view program, std::string_view name, const std::string& options) {
   std::string key = std::string(program) + '/' + std::string(name) + '/' + options;

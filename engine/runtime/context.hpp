@@ -9,6 +9,7 @@
 #include <CL/cl.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -90,6 +91,9 @@ struct KernelTiming {
 struct ContextOptions {
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   bool disk_cache = true;
+  // The longest the host waits for the device to pass one point of the queue (a stage boundary, the read-back)
+  // before it declares the device hung: zero waits without limit. See Context::wait().
+  std::chrono::milliseconds watchdog{0};
 };
 
 class Context {
@@ -137,8 +141,17 @@ class Context {
     (set_arg(kernel, index++, args), ...);
     enqueue(kernel, global, local);
   }
-  // Waits for every enqueued command.
+  // Waits for every enqueued command (under the watchdog, like wait()).
   void finish();
+  // A marker after everything enqueued so far; its event completes when all of that has run.
+  EventHandle marker(std::string_view what);
+  // Waits for `event`. An event that ends in an error throws Error (Device) naming `what` and the status. With a
+  // watchdog, a wait longer than that throws Error (Device) saying the device stopped responding, and the context
+  // is marked hung: it must not be used again, and its destructor abandons the queue instead of waiting for it
+  // (a hung driver may never return from clFinish or clReleaseCommandQueue).
+  void wait(cl_event event, std::string_view what);
+  bool hung() const { return hung_; }
+  std::chrono::milliseconds watchdog() const { return watchdog_; }
 
   // ---- profiling ----
   // Launches are labelled with the current stage; with recording on, each launch keeps its event.
@@ -173,6 +186,10 @@ class Context {
   std::unordered_map<std::string, KernelHandle> kernels_;
   std::unordered_map<cl_kernel, std::string> kernel_names_;
   std::shared_ptr<PoolState> pool_;
+  std::chrono::milliseconds watchdog_{0};
+  bool hung_ = false;
+  // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
+  std::vector<EventHandle> injected_hangs_;
 
   std::string stage_;
   bool recording_ = false;

@@ -20,7 +20,8 @@ namespace {
 constexpr char kMagic[8] = {'S', 'D', 'T', 'K', 'B', 'I', 'N', '\n'};
 
 // FNV-1a over the key parts, twice with different offsets: a 128-bit name for a cache file. Not a security
-// boundary (the cache is the user's own folder); collisions are additionally caught by the stored key text.
+// boundary (the cache is the user's own folder). Entries do not store the key: two keys meeting in 128 bits is
+// not a practical concern, and the checksum in the entry only guards against damage.
 std::uint64_t fnv1a(std::string_view data, std::uint64_t hash) {
   for (unsigned char c : data) {
     hash ^= c;

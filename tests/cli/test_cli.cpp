@@ -213,6 +213,24 @@ TEST(Cli, BothDecodersWithoutOutputTinyWritesBesideTheOutput) {
 }
 
 // Each is refused before a device is chosen: the bogus --device would fail otherwise.
+// --watchdog takes seconds (0 turns it off); what it does is tested on the engine
+// (EngineReliability.HungKernelFailsAfterTheWatchdog...): here, that a run with one works and nonsense is refused.
+TEST(Cli, WatchdogTakesSecondsAndRefusesNegativeOnes) {
+  TempDir dir("sdt-test-cli");
+  const fs::path out = dir.path() / "watched.png";
+  for (const char* bad : {"-3", "soon"}) {
+    const CliRun r = run_cli({"--model", fixture("model"), "--prompt", "x", "--output", out.string(), "--watchdog", bad},
+                             false);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--watchdog"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  const CliRun ok = run_cli({"--model", fixture("model"), "--prompt", "x", "--width", "64", "--height", "64",
+                             "--output", out.string(), "--watchdog", "30"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(out));
+}
+
 TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
   TempDir dir("sdt-test-cli");
   const std::string out = (dir.path() / "never.png").string();

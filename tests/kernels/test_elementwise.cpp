@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernel_test_util.hpp"
+#include "nn/weight_scope.hpp"
 
 using namespace sdt;
 using nn::Act;
@@ -249,4 +250,46 @@ TEST(CountNonFinite, CountsNanAndInfEverywhereInLargeTensors) {
   x_host[280000] = -inf;
   const nn::Tensor bad = nn::upload(ctx, x_host, {n});
   EXPECT_EQ(nn::count_non_finite(ctx, bad), 8);
+}
+
+// The per-weight counts behind a "its weights hold NaN or Inf" message: fp32 and fp16 weights, odd sizes, one
+// launch each into its own counter, only the names under the asked prefixes, in the index's order.
+TEST(CountNonFinite, CountsEachWeightOfAnIndexInFp32AndFp16) {
+  auto& ctx = test::kernel_context();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Planted {
+    const char* name;
+    int n;
+    DType dtype;
+    std::vector<int> nan_at, inf_at;
+  };
+  const std::vector<Planted> planted = {
+      {"unet.conv_in.weight", 4 * 9 * 37, DType::F16, {0, 1331}, {7}},
+      {"unet.conv_in.bias", 37, DType::F32, {}, {}},
+      {"unet.mid_block.attentions.0.proj_out.weight", 300007, DType::F16, {299999}, {262144, 5}},
+      {"unet.conv_out.bias", 4, DType::F32, {3}, {}},
+      {"vae.decoder.conv_out.weight", 1001, DType::F32, {17}, {18}},
+      {"unet.time_embedding.linear_1.weight", 5003, DType::F32, {}, {}},
+  };
+  nn::WeightIndex index;
+  std::vector<nn::Tensor> alive;
+  for (std::size_t k = 0; k < planted.size(); ++k) {
+    const Planted& p = planted[k];
+    // Finite values inside fp16's range, so that the fp16 copies have no Inf of their own.
+    auto host = test::random_floats(p.n, 400 + static_cast<std::uint32_t>(k), -6e4f, 6e4f);
+    for (int i : p.nan_at) host[i] = nan;
+    for (int i : p.inf_at) host[i] = (i % 2) ? -inf : inf;
+    alive.push_back(nn::upload_weight(ctx, host, {p.n}, p.dtype));
+    index.add(p.name, alive.back());
+  }
+  const auto found = nn::count_non_finite_weights(ctx, index, {"unet."});
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0], std::make_pair(std::string("unet.conv_in.weight"), std::int64_t{3}));
+  EXPECT_EQ(found[1], std::make_pair(std::string("unet.mid_block.attentions.0.proj_out.weight"), std::int64_t{3}));
+  EXPECT_EQ(found[2], std::make_pair(std::string("unet.conv_out.bias"), std::int64_t{1}));
+  const auto vae = nn::count_non_finite_weights(ctx, index, {"text_encoder.", "vae.decoder."});
+  ASSERT_EQ(vae.size(), 1u);
+  EXPECT_EQ(vae[0], std::make_pair(std::string("vae.decoder.conv_out.weight"), std::int64_t{2}));
+  EXPECT_TRUE(nn::count_non_finite_weights(ctx, index, {"taesd."}).empty());
 }

@@ -192,7 +192,8 @@ TEST(EngineReliability, PromptsWithNulBomAndInvalidUtf8MakeImagesAndCleanPngText
   }
 }
 
-// ---- RELIABILITY.md 21: NaN in the weights of each part is reported with the stage, and no image comes back ----
+// ---- RELIABILITY.md 21: NaN in the weights of each part is reported with the stage and the tensor, and no image
+// comes back ----
 
 struct NanCase {
   const char* part;
@@ -214,6 +215,9 @@ TEST_P(NanWeights, AreReportedNamingTheStageAndNoImageIsMade) {
   const std::string message = error_of([&] { result = engine.generate(small_request()); }, ErrorKind::Device);
   EXPECT_NE(message.find(c.named_stage), std::string::npos) << message;
   EXPECT_NE(message.find("non-finite"), std::string::npos) << message;
+  // ... and the tensor, by its name in the model, with the one value planted.
+  const std::string tensor = std::string(c.part) + "." + c.tensor + " (1)";
+  EXPECT_NE(message.find("its weights hold NaN or Inf: " + tensor), std::string::npos) << message;
   EXPECT_NE(message.find("no image was made"), std::string::npos) << message;
   EXPECT_EQ(result.image.width, -1);
   EXPECT_TRUE(result.image.rgb.empty());
@@ -319,6 +323,31 @@ TEST(EngineReliability, CancelTakesEffectWithinAboutOneStage) {
 }
 
 // ---- RELIABILITY.md 16: fp32 weights that do not fit fall back to fp16, announced ----
+
+// 17: a kernel that never returns. The third stage marker waits on an event nobody completes, which to the host
+// is a hung kernel in the first UNet step: the watchdog ends the request with an error naming the stage, without
+// waiting for the queue, and the next request reopens the device and gives the image of before.
+TEST(EngineReliability, HungKernelFailsAfterTheWatchdogNamingTheStageAndTheNextRequestReopensTheDevice) {
+  EngineOptions options = fixture_engine_options();
+  options.watchdog_seconds = 1.0;
+  Engine engine(options);
+  const Request request = small_request(Decoder::Full, 2);
+  const Result before = engine.generate(request);
+
+  cl::arm_fault(cl::kHangFault, CL_INVALID_OPERATION, 2);
+  const auto start = Clock::now();
+  const std::string message = error_of([&] { (void)engine.generate(request); }, ErrorKind::Device);
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  cl::disarm_faults();
+  EXPECT_NE(message.find("did not finish the stage 'unet step 1' within 1 s"), std::string::npos) << message;
+  EXPECT_GE(waited, 1.0);
+  EXPECT_LT(waited, 3.0 + 3.0 * before.timings.total_ms / 1000.0) << "the request outlived the watchdog by far";
+  EXPECT_TRUE(engine.impl().needs_reopen_);
+
+  const Result after = engine.generate(request);
+  EXPECT_FALSE(engine.impl().needs_reopen_);
+  EXPECT_EQ(after.image.rgb, before.image.rgb);
+}
 
 TEST(EngineReliability, Fp32WeightsThatDoNotFitFallBackToFp16AndSaySo) {
   const Request request = small_request();

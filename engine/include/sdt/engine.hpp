@@ -47,7 +47,15 @@ struct EngineOptions {
   // Fail while opening, before the device is touched, when the model has no TAESD decoder (the CLI sets it for
   // --decoder tiny/both).
   bool require_taesd = false;
+  // The longest the engine waits for the device to finish one stage before it declares the device hung (a kernel
+  // that never returns, a driver that stopped responding): the request fails with Error (Device) and the next
+  // one reopens the device. Negative: kDefaultGpuWatchdogSeconds on GPUs, none on CPU devices (whose stages are
+  // slow at large sizes and cannot hang the display). Zero: none.
+  double watchdog_seconds = -1;
 };
+
+// A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
+inline constexpr double kDefaultGpuWatchdogSeconds = 120.0;
 
 struct Request {
   std::string prompt;
