@@ -128,7 +128,9 @@ void disarm_faults() {
 cl_int inject(cl_int status, const char* call) {
   if (!g_fault_armed.load(std::memory_order_relaxed)) return status;
   std::lock_guard lock(g_fault_mutex);
-  if (!g_fault_armed || (g_fault.call != "*" && g_fault.call != call)) return status;
+  // "*" means every OpenCL call; the hang is not one and must be armed by its own name.
+  const bool matches = g_fault.call == call || (g_fault.call == "*" && std::string_view(call) != kHangFault);
+  if (!g_fault_armed || !matches) return status;
   if (g_fault.skip > 0) {
     --g_fault.skip;
     return status;

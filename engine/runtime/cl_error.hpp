@@ -22,7 +22,8 @@ void check(cl_int status, const char* call, std::string_view context = {});
 // Returns the injected status for `call` if a fault is armed for it, else `status`.
 cl_int inject(cl_int status, const char* call);
 
-// Test-only fault injection. `call` is an OpenCL function name ("clEnqueueNDRangeKernel") or "*" for any;
+// Test-only fault injection. `call` is an OpenCL function name ("clEnqueueNDRangeKernel") or "*" for any (not
+// kHangFault, which is armed only by its name);
 // the fault fires on the `skip`+1-th matching check and the `times`-1 matching checks after it, then disarms
 // (`times` < 0: every matching check fails until disarm_faults()).
 void arm_fault(std::string call, cl_int status, int skip = 0, int times = 1);

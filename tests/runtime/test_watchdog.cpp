@@ -113,6 +113,24 @@ TEST(Watchdog, FinishIsWatchedToo) {
   EXPECT_TRUE(ctx->hung());
 }
 
+// Tests that make "any OpenCL call" fail must not get a hang as well: the hang is armed only by its own name.
+TEST(Watchdog, AFaultOnAnyCallFailsTheMarkerWithoutHangingTheQueue) {
+  auto ctx = watched_context(5000ms);
+  cl::arm_fault("*", CL_OUT_OF_RESOURCES);
+  try {
+    (void)ctx->marker("a test marker");
+    ADD_FAILURE() << "the armed fault did not fire";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("clEnqueueMarkerWithWaitList failed with CL_OUT_OF_RESOURCES"), std::string::npos)
+        << e.message();
+  }
+  cl::disarm_faults();
+  const auto start = Clock::now();
+  EXPECT_NO_THROW(ctx->finish());
+  EXPECT_LT(seconds_since(start), 1.0);
+  EXPECT_FALSE(ctx->hung());
+}
+
 TEST(Watchdog, WithoutAWatchdogAnInjectedHangIsReleasedWhenTheContextIsDestroyed) {
   // Zero turns the watchdog off: a test hang must still end with its context (the user event is completed there),
   // or this test would never return.
