@@ -87,6 +87,7 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   connect(generate_, &QPushButton::clicked, this, &ControlsPanel::generate_requested);
   cancel_ = new QPushButton(style()->standardIcon(QStyle::SP_BrowserStop), tr("Cancel"));
   cancel_->setObjectName(QStringLiteral("cancel"));
+  cancel_->setToolTip(tr("Stop the generation or the opening of the model (Esc)"));
   cancel_->setEnabled(false);
   cancel_->setMinimumHeight(36);
   connect(cancel_, &QPushButton::clicked, this, &ControlsPanel::cancel_requested);
@@ -378,8 +379,13 @@ sdt::Request ControlsPanel::make_request() {
 void ControlsPanel::set_busy(bool busy) {
   busy_ = busy;
   generate_->setEnabled(!busy);
-  cancel_->setEnabled(busy);
+  cancel_->setEnabled(busy_ || loading_);
   if (!busy) progress_->setValue(0);
+}
+
+void ControlsPanel::set_loading(bool loading) {
+  loading_ = loading;
+  cancel_->setEnabled(busy_ || loading_);
 }
 
 void ControlsPanel::set_status(const QString& text) {

@@ -32,7 +32,10 @@ class ControlsPanel : public QWidget {
   QString prompt() const;
   void set_prompt(const QString& prompt);
 
+  // A generation runs: Generate off, Cancel on.
   void set_busy(bool busy);
+  // A model is opening: Cancel on (Generate stays on: the job waits for the model).
+  void set_loading(bool loading);
   void set_progress(const ProgressInfo& progress);
   void set_status(const QString& text);
   void show_used_seed(quint64 seed, int index, int count);
@@ -93,6 +96,7 @@ class ControlsPanel : public QWidget {
   QComboBox* device_ = nullptr;
   bool taesd_available_ = true;
   bool busy_ = false;
+  bool loading_ = false;
   bool updating_ = false;  // guards programmatic changes against feedback loops
   std::optional<quint64> used_seed_value_;
 };

@@ -3,9 +3,11 @@
 
 #include <QElapsedTimer>
 #include <exception>
+#include <limits>
 #include <new>
 
 #include "sdt/image.hpp"
+#include "sdt/utf8_path.hpp"
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
 #include "ui/logging.hpp"
@@ -85,7 +87,11 @@ void EngineWorker::cancel(quint64 up_to) {
   cancel_flag_.store(true);
 }
 
-void EngineWorker::cancel_load() {
+void EngineWorker::cancel_load(quint64 up_to) {
+  // As cancel(): the id first, then the flag.
+  quint64 current = loads_cancelled_up_to_.load();
+  while (current < up_to && !loads_cancelled_up_to_.compare_exchange_weak(current, up_to)) {
+  }
   load_cancel_.store(true);
 }
 
@@ -101,13 +107,27 @@ void EngineWorker::list_devices() {
 void EngineWorker::load(const LoadRequest& request) {
   last_load_ = request;
   have_load_request_ = true;
-  open_engine(request, false);
+  // Lower the flag before reading the cancelled id, as generate() does: a cancel of an earlier load that is still
+  // raised must not stop this one, and a cancel of this one racing with its start is seen either way.
+  load_cancel_.store(false);
+  if (request.id <= loads_cancelled_up_to_.load()) {
+    // Cancelled before it started. The model open until now is closed all the same: the window no longer offers
+    // it, and the next job opens the one asked for.
+    engine_.reset();
+    reopen_ = Reopen::AfterCancel;
+    ui_log()->info("opening the model was cancelled before it started");
+    Q_EMIT failed(failure_from(sdt::ErrorKind::Cancelled, QStringLiteral("opening the model was cancelled"), 0, true));
+    return;
+  }
+  open_engine(request, false, &load_cancel_);
 }
 
-bool EngineWorker::open_engine(const LoadRequest& request, bool reload) {
+EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool reload,
+                                               const std::atomic<bool>* cancel) {
   // Free the old model first: two resident SD-Turbo models may not fit on a small card.
   engine_.reset();
-  reload_needed_ = false;
+  const Reopen previous = reopen_;
+  reopen_ = Reopen::No;
   EngineInfo info;
   info.reload = reload;
   QElapsedTimer clock;
@@ -116,8 +136,9 @@ bool EngineWorker::open_engine(const LoadRequest& request, bool reload) {
     sdt::EngineOptions options;
     options.device = request.device.toStdString();
     options.taesd = request.taesd.toStdString();
-    options.cache_dir = request.cache_dir.toStdString();
-    options.cancel = &load_cancel_;
+    // QString::toStdString() is UTF-8; path_from_utf8 makes it a path without the narrow code page (Windows).
+    options.cache_dir = sdt::path_from_utf8(request.cache_dir.toStdString());
+    options.cancel = cancel;
     for (const auto& d : sdt::list_devices()) info.any_gpu = info.any_gpu || d.is_gpu();
     if (request.model.trimmed().isEmpty()) {
       // The embedded default: the real architecture where a GPU can run it, the tiny one on a CPU device.
@@ -136,23 +157,28 @@ bool EngineWorker::open_engine(const LoadRequest& request, bool reload) {
     info.load = engine_->load_timings();
   });
   if (failure) {
-    engine_.reset();
-    reload_needed_ = reload;  // after a device failure, try again at the next job: the device may be back
-    last_load_error_ = failure->message;
-    if (failure->kind == sdt::ErrorKind::Cancelled)
+    engine_.reset();  // whatever the engine had uploaded is freed with it: nothing is left half-open
+    const bool cancelled = failure->kind == sdt::ErrorKind::Cancelled;
+    // A reopen inside a job that failed is tried again at the next job (after a device failure the device may be
+    // back); a cancelled opening is done by the next job; a model that cannot be opened waits for another choice.
+    reopen_ = reload ? previous : cancelled ? Reopen::AfterCancel : Reopen::No;
+    if (cancelled) {
+      failure->message = QStringLiteral("opening the model was cancelled");
       ui_log()->info("opening the model was cancelled");
-    else
+    } else {
       ui_log()->error("opening the model failed: {}", failure->message.toStdString());
+    }
+    last_load_failure_ = failure;
     // A reopen inside a job is reported by that job's failure.
     if (!reload) Q_EMIT failed(*failure);
-    return false;
+    return cancelled ? Opened::Cancelled : Opened::Failed;
   }
-  last_load_error_.clear();
+  last_load_failure_.reset();
   generations_since_load_ = 0;
   ui_log()->info("model '{}' open on {} in {} ms", info.model_argument.toStdString(), info.device.name,
                  clock.elapsed());
   Q_EMIT loaded(info);
-  return true;
+  return Opened::Yes;
 }
 
 void EngineWorker::generate(const GenerationJob& job) {
@@ -163,18 +189,31 @@ void EngineWorker::generate(const GenerationJob& job) {
     Q_EMIT finished(job.id, true);
     return;
   }
-  if (!engine_ && reload_needed_ && have_load_request_) {
-    ui_log()->info("reopening the model after a device failure");
-    if (!open_engine(last_load_, true)) {
-      Q_EMIT failed(failure_from(
-          sdt::ErrorKind::Device,
-          QStringLiteral("the device could not be reopened after a failure: ") + last_load_error_, job.id, false));
+  if (!engine_ && reopen_ != Reopen::No && have_load_request_) {
+    const bool after_cancel = reopen_ == Reopen::AfterCancel;
+    ui_log()->info(after_cancel ? "opening the model whose opening was cancelled"
+                                : "reopening the model after a device failure");
+    // Inside the job: its cancel stops the opening too.
+    const Opened opened = open_engine(last_load_, true, &cancel_flag_);
+    if (opened == Opened::Cancelled) {
+      Q_EMIT finished(job.id, true);
+      return;
+    }
+    if (opened == Opened::Failed) {
+      Failure f = *last_load_failure_;
+      f.job_id = job.id;
+      f.during_load = false;
+      if (!after_cancel) {
+        f.kind = sdt::ErrorKind::Device;
+        f.message = QStringLiteral("the device could not be reopened after a failure: ") + f.message;
+      }
+      Q_EMIT failed(f);
       return;
     }
   }
   if (!engine_) {
     QString message = QStringLiteral("no model is open");
-    if (!last_load_error_.isEmpty()) message += QStringLiteral(": ") + last_load_error_;
+    if (last_load_failure_) message += QStringLiteral(": ") + last_load_failure_->message;
     auto f = failure_from(sdt::ErrorKind::BadModel, message, job.id, false);
     f.hint = QStringLiteral("choose a model (Model menu) or the embedded random model");
     Q_EMIT failed(f);
@@ -219,7 +258,7 @@ void EngineWorker::generate(const GenerationJob& job) {
       if (failure->kind == sdt::ErrorKind::Device) {
         // A lost device or a failed kernel leaves the context unusable: drop it and reopen before the next job.
         engine_.reset();
-        reload_needed_ = true;
+        reopen_ = Reopen::AfterDeviceFailure;
       }
       ui_log()->error("generation failed ({}): {}", sdt::to_string(failure->kind), failure->message.toStdString());
       Q_EMIT failed(*failure);
@@ -243,16 +282,13 @@ GeneratedImage EngineWorker::package(const GenerationJob& job, int index, const 
   out.cold = generations_since_load_ == 0;
   out.model_name = QString::fromStdString(engine_->model().name);
   out.image = to_qimage(result.image);
-  const sdt::PngText timings{kTimingsChunk, timings_chunk_json(result.timings, engine_->device().name, out.cold)};
-  auto texts = engine_->png_metadata(out.request, result);
-  texts.push_back(timings);
-  out.png = to_bytes(sdt::encode_png(result.image, texts));
+  // Exactly the engine's PNG: the same request gives the same bytes. The measured timings go to a sidecar file.
+  out.png = to_bytes(sdt::encode_png(result.image, engine_->png_metadata(out.request, result)));
+  out.timings_json = timings_json(result.timings, engine_->device().name, out.cold);
   if (request.decoder == sdt::Decoder::Both && !result.image_tiny.empty()) {
     out.image_tiny = to_qimage(result.image_tiny);
     // The TAESD image's own file says it was decoded by TAESD.
-    auto tiny_texts = engine_->png_metadata(out.request, result, true);
-    tiny_texts.push_back(timings);
-    out.png_tiny = to_bytes(sdt::encode_png(result.image_tiny, tiny_texts));
+    out.png_tiny = to_bytes(sdt::encode_png(result.image_tiny, engine_->png_metadata(out.request, result, true)));
     out.diff = compare_images(out.image, out.image_tiny);
   }
   for (const auto& warning : result.warnings) out.warnings.append(QString::fromStdString(warning));
@@ -310,19 +346,24 @@ EngineHost::~EngineHost() {
 
 void EngineHost::settle(int delta_jobs, int delta_loads) {
   const bool was_busy = busy();
+  const bool was_loading = loading();
   outstanding_ = std::max(0, outstanding_ + delta_jobs + delta_loads);
   loads_outstanding_ = std::max(0, loads_outstanding_ + delta_loads);
   if (was_busy != busy()) Q_EMIT busy_changed(busy());
+  if (was_loading != loading()) Q_EMIT loading_changed(loading());
 }
 
 void EngineHost::list_devices() {
   if (!shut_down_) Q_EMIT request_devices();
 }
 
-void EngineHost::load(const LoadRequest& request) {
-  if (shut_down_) return;
+quint64 EngineHost::load(const LoadRequest& request) {
+  if (shut_down_) return 0;
+  LoadRequest numbered = request;
+  numbered.id = next_load_id_++;
   settle(0, +1);
-  Q_EMIT request_load(request);
+  Q_EMIT request_load(numbered);
+  return numbered.id;
 }
 
 quint64 EngineHost::generate(const sdt::Request& request, int batch_count) {
@@ -337,14 +378,16 @@ quint64 EngineHost::generate(const sdt::Request& request, int batch_count) {
 }
 
 void EngineHost::cancel() {
-  if (worker_ && thread_.isRunning()) worker_->cancel(next_job_id_ - 1);
+  if (!worker_ || !thread_.isRunning()) return;
+  worker_->cancel(next_job_id_ - 1);
+  worker_->cancel_load(next_load_id_ - 1);
 }
 
 void EngineHost::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   cancel();
-  if (worker_) worker_->cancel_load();
+  if (worker_) worker_->cancel_load(std::numeric_limits<quint64>::max());
   thread_.quit();
   thread_.wait();  // the running job stops at its next stage or step; the worker is deleted on its thread
   worker_ = nullptr;

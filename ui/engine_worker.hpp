@@ -7,7 +7,10 @@
 //
 // Cancel is the one exception to "only through queued signals": a queued cancel would wait behind the very
 // generation it should stop, so EngineHost::cancel() raises an atomic flag the engine checks between stages and
-// steps. Destroying the host cancels, stops the thread's event loop and joins it.
+// steps, and another that opening a model checks between weight uploads. Each flag comes with the highest id it
+// cancels (jobs and loads are numbered by the host), so a cancel that lands before the worker starts the request
+// is not lost, and one request's cancel never stops the next. Destroying the host cancels, stops the thread's event
+// loop and joins it.
 #pragma once
 
 #include <QList>
@@ -28,8 +31,9 @@ class EngineWorker : public QObject {
 
   // Thread-safe. Cancels the running job if its id is <= up_to, and every queued job with such an id.
   void cancel(quint64 up_to);
-  // Thread-safe. Stops a model that is opening (between weight uploads); used when the app closes.
-  void cancel_load();
+  // Thread-safe. Stops the opening of every model whose load id is <= up_to: a running one between weight uploads
+  // (no engine is left half-open), a queued one before it starts. The next job opens the last model asked for.
+  void cancel_load(quint64 up_to);
 
  public Q_SLOTS:
   void list_devices();
@@ -48,19 +52,24 @@ class EngineWorker : public QObject {
   void failed(const sdt::ui::Failure& failure);
 
  private:
-  bool open_engine(const LoadRequest& request, bool reload);
+  enum class Opened { Yes, Failed, Cancelled };
+  // `cancel`: the load's flag, or the job's when a job reopens the model.
+  Opened open_engine(const LoadRequest& request, bool reload, const std::atomic<bool>* cancel);
   GeneratedImage package(const GenerationJob& job, int index, const sdt::Request& request,
                          const sdt::Result& result) const;
 
   std::unique_ptr<sdt::Engine> engine_;
   LoadRequest last_load_;
   bool have_load_request_ = false;
-  bool reload_needed_ = false;  // after a device failure: reopen before the next job
-  QString last_load_error_;
+  // Why the next job must open last_load_ first: a device failure dropped the engine, or its opening was cancelled.
+  enum class Reopen { No, AfterDeviceFailure, AfterCancel };
+  Reopen reopen_ = Reopen::No;
+  std::optional<Failure> last_load_failure_;  // of the last opening, until one succeeds
   int generations_since_load_ = 0;
   std::atomic<bool> cancel_flag_{false};
   std::atomic<quint64> cancelled_up_to_{0};
-  std::atomic<bool> load_cancel_{false};  // raised once, at shutdown: no model opens after it
+  std::atomic<bool> load_cancel_{false};
+  std::atomic<quint64> loads_cancelled_up_to_{0};  // at shutdown: every id, so no model opens after it
 };
 
 class EngineHost : public QObject {
@@ -70,10 +79,12 @@ class EngineHost : public QObject {
   ~EngineHost() override;
 
   void list_devices();
-  void load(const LoadRequest& request);
+  // Queues the opening of a model; returns its id.
+  quint64 load(const LoadRequest& request);
   // Queues a job; returns its id.
   quint64 generate(const sdt::Request& request, int batch_count);
-  // Cancels the running job and every queued one (thread-safe flag, see the file comment).
+  // Cancels the running job and every queued one, and the opening of a model, running or queued (thread-safe
+  // flags, see the file comment).
   void cancel();
   // Cancels, stops the worker thread and waits for it. Idempotent; the destructor calls it.
   void shutdown();
@@ -91,6 +102,7 @@ class EngineHost : public QObject {
   void finished(quint64 job_id, bool cancelled);
   void failed(const sdt::ui::Failure& failure);
   void busy_changed(bool busy);
+  void loading_changed(bool loading);
 
   // To the worker (queued).
   void request_devices();
@@ -103,6 +115,7 @@ class EngineHost : public QObject {
   QThread thread_;
   EngineWorker* worker_ = nullptr;  // lives on thread_, deleted there when the thread finishes
   quint64 next_job_id_ = 1;
+  quint64 next_load_id_ = 1;
   int outstanding_ = 0;
   int loads_outstanding_ = 0;
   bool shut_down_ = false;

@@ -12,15 +12,28 @@
 
 #include "ui/logging.hpp"
 
+#ifdef Q_OS_WIN
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
+
 namespace sdt::ui {
 namespace {
 
 constexpr int kMaxNameAttempts = 10000;
 
-QString folder_problem(const QString& folder) {
-  const QFileInfo info(folder);
-  if (info.exists() && !info.isDir()) return QStringLiteral("%1 is a file, not a folder").arg(folder);
-  return QStringLiteral("the folder %1 could not be created").arg(folder);
+constexpr char kTimingsFolder[] = ".timings";
+constexpr qint64 kMaxSidecarBytes = 1 << 20;  // a timings JSON is a few hundred bytes: anything larger is not ours
+
+// The timings folder is hidden by its leading dot on Unix; Windows needs the attribute.
+void hide_folder([[maybe_unused]] const QString& folder) {
+#ifdef Q_OS_WIN
+  const std::wstring native = QDir::toNativeSeparators(folder).toStdWString();
+  const DWORD attributes = GetFileAttributesW(native.c_str());
+  if (attributes != INVALID_FILE_ATTRIBUTES) SetFileAttributesW(native.c_str(), attributes | FILE_ATTRIBUTE_HIDDEN);
+#endif
 }
 
 // Writes through QSaveFile to `path`, which the caller owns (a reservation or the user's choice).
@@ -44,14 +57,38 @@ QString gallery_file_stem(const QDateTime& when, quint64 seed, const QString& su
   return QStringLiteral("sdturbo-%1-s%2%3").arg(when.toString(QStringLiteral("yyyyMMdd-HHmmss"))).arg(seed).arg(suffix);
 }
 
-SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QByteArray& png) {
+QString make_gallery_folder(const QString& folder, MakeFolder make) {
+  const QFileInfo info(folder);
+  if (info.isDir()) return {};
+  const QString native = QDir::toNativeSeparators(folder);
+  if (info.exists()) return QStringLiteral("%1 is a file, not a folder").arg(native);
+  if (make == MakeFolder::WithParents) {
+    if (QDir().mkpath(folder)) return {};
+    return QStringLiteral("the folder %1 could not be created").arg(native);
+  }
+  // The folder above: for a drive's root (E:\) the folder itself, which is missing as well.
+  const QString parent = QFileInfo(QDir::cleanPath(info.absoluteFilePath())).absolutePath();
+  const QFileInfo parent_info(parent);
+  if (!parent_info.exists())
+    return QStringLiteral(
+               "the folder %1 is no longer there, nor the folder above it (was its drive removed, or the folder "
+               "moved or renamed?)")
+        .arg(native);
+  if (!parent_info.isDir())
+    return QStringLiteral("the folder %1 could not be created: %2 is a file, not a folder")
+        .arg(native, QDir::toNativeSeparators(parent));
+  if (QDir(parent).mkdir(info.fileName()) || QFileInfo(folder).isDir()) return {};  // or made by another save
+  return QStringLiteral("the folder %1 could not be created").arg(native);
+}
+
+SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QByteArray& png, MakeFolder make) {
   SaveOutcome out;
   if (png.isEmpty()) {
     out.error = QStringLiteral("there is no encoded image to save");
     return out;
   }
-  if (!QDir().mkpath(folder)) {
-    out.error = QStringLiteral("Could not save to the gallery: %1.").arg(folder_problem(folder));
+  if (const QString problem = make_gallery_folder(folder, make); !problem.isEmpty()) {
+    out.error = QStringLiteral("Could not save to the gallery: %1.").arg(problem);
     return out;
   }
   const QDir dir(folder);
@@ -85,6 +122,38 @@ SaveOutcome save_png_as(const QString& path, const QByteArray& png) {
   else
     out.path = path;
   return out;
+}
+
+QString timings_sidecar_path(const QString& image_path) {
+  const QFileInfo info(image_path);
+  return QDir(info.absolutePath())
+      .filePath(QStringLiteral("%1/%2.json").arg(QLatin1String(kTimingsFolder), info.fileName()));
+}
+
+QString write_timings_sidecar(const QString& image_path, const QByteArray& json) {
+  const QString path = timings_sidecar_path(image_path);
+  const QString folder = QFileInfo(path).absolutePath();
+  QString error;
+  if (!QFileInfo(folder).isDir()) {
+    // Only the last level: the gallery folder itself was just written to.
+    if (QDir().mkdir(folder))
+      hide_folder(folder);
+    else if (!QFileInfo(folder).isDir())
+      error = QStringLiteral("the folder %1 could not be created").arg(QDir::toNativeSeparators(folder));
+  }
+  if (error.isEmpty()) error = write_atomically(path, json);
+  if (!error.isEmpty()) QFile::remove(path);  // an older sidecar of this name belongs to a deleted image
+  return error;
+}
+
+QByteArray read_timings_sidecar(const QString& image_path) {
+  QFile file(timings_sidecar_path(image_path));
+  if (!file.open(QIODevice::ReadOnly) || file.size() > kMaxSidecarBytes) return {};
+  return file.readAll();
+}
+
+void remove_timings_sidecar(const QString& image_path) {
+  QFile::remove(timings_sidecar_path(image_path));
 }
 
 Removal remove_image(const QString& path, bool allow_permanent, QString* error) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "sdt/error.hpp"
+#include "ui/gallery_files.hpp"
 #include "ui/image_math.hpp"
 
 namespace sdt::ui {
@@ -52,6 +53,9 @@ GalleryLoad load_gallery_file(const QString& path, int thumbnail_px) {
     image = reader.read();
   }
   if (image.isNull()) return out;
+  // The measured timings live beside the image; a missing or broken sidecar only means none are shown.
+  if (const QByteArray timings = read_timings_sidecar(path); !timings.isEmpty())
+    add_timings_json(timings, out.parameters);
   out.image_size = image.size();
   out.thumbnail = image.scaled(thumbnail_px, thumbnail_px, Qt::KeepAspectRatio, Qt::SmoothTransformation);
   out.ok = true;
@@ -88,8 +92,14 @@ void GalleryModel::set_folder(const QString& folder) {
 
 void GalleryModel::watch() {
   if (folder_.isEmpty()) return;
-  if (watcher_.directories().contains(folder_)) return;
-  if (QFileInfo(folder_).isDir()) watcher_.addPath(folder_);
+  const bool watched = watcher_.directories().contains(folder_);
+  const bool there = QFileInfo(folder_).isDir();
+  // A watch can outlive its folder's name (inotify follows a moved folder, not the name): dropped once the name is
+  // gone, so that a folder appearing under the name again (a drive plugged in again) is the one watched.
+  if (watched && !there)
+    watcher_.removePath(folder_);
+  else if (!watched && there)
+    watcher_.addPath(folder_);
 }
 
 int GalleryModel::rowCount(const QModelIndex& parent) const {
@@ -201,7 +211,11 @@ void GalleryModel::add_file(const QString& path) {
   beginInsertRows({}, row, row);
   entries_.insert(row, e);
   endInsertRows();
+  // Not watched: the folder had vanished and is back. Files that came back with it (a drive plugged in again) are
+  // listed by a rescan, as no watcher reported them.
+  const bool was_watched = watcher_.directories().contains(folder_);
   watch();
+  if (!was_watched) rescan_timer_.start();
   Q_EMIT rows_changed();
 }
 

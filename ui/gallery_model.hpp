@@ -1,8 +1,9 @@
 // GalleryModel: a QAbstractListModel over the PNG files of one folder, newest first, for a QListView in icon mode.
 //
-// Thumbnails and the parameters embedded in each file are read off the UI thread (QtConcurrent on a small pool of
-// its own), lazily, when a view first asks for a row's icon; until then the row shows a placeholder. A
-// QFileSystemWatcher on the folder keeps the rows in step with files added, replaced or deleted by anyone.
+// Thumbnails, the parameters embedded in each file and the timings kept beside it are read off the UI thread
+// (QtConcurrent on a small pool of its own), lazily, when a view first asks for a row's icon; until then the row shows
+// a placeholder. A QFileSystemWatcher on the folder keeps the rows in step with files added, replaced or deleted by
+// anyone.
 #pragma once
 
 #include <QAbstractListModel>

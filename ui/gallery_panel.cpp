@@ -82,8 +82,8 @@ GalleryPanel::GalleryPanel(GalleryModel* model, QWidget* parent) : QWidget(paren
   timings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   timings_->setTextFormat(Qt::PlainText);
   timings_->setForegroundRole(QPalette::PlaceholderText);
-  timings_->setToolTip(tr("The stage times recorded in the file when the image was made"));
-  timings_->hide();  // shown when the selected file carries timings
+  timings_->setToolTip(tr("The stage times measured when the image was made"));
+  timings_->hide();  // shown when timings were recorded for the selected file
 
   const auto* s = style();
   open_ = action_button(tr("Open"), s->standardIcon(QStyle::SP_DialogOpenButton), tr("Open in the image viewer"));
@@ -277,6 +277,7 @@ void GalleryPanel::delete_selected() {
     if (QFileInfo::exists(path)) Q_EMIT message(MessageBar::Level::Error, error.toHtmlEscaped());
     return;
   }
+  remove_timings_sidecar(path);
   const int row = view_->currentIndex().row();
   model_->rescan();
   if (model_->rowCount() > 0) view_->setCurrentIndex(model_->index(std::min(row, model_->rowCount() - 1)));

@@ -1,6 +1,7 @@
 // GalleryPanel: the gallery's thumbnails (a QListView in icon mode over GalleryModel), the selected image's
-// parameters and timings as read from its PNG, and the actions on it: open, copy image, copy prompt, reveal in the
-// file manager, delete (to the trash, after a confirmation) and "use these settings".
+// parameters as read from its PNG and its timings as read from the sidecar beside it, and the actions on it: open,
+// copy image, copy prompt, reveal in the file manager, delete (to the trash, after a confirmation; its sidecar goes
+// with it) and "use these settings".
 #pragma once
 
 #include <QImage>

@@ -165,7 +165,7 @@ QList<QPair<QString, QString>> split_a1111_fields(const QString& line) {
   return fields;
 }
 
-std::string timings_chunk_json(const sdt::StageTimings& t, const std::string& device, bool cold) {
+QByteArray timings_json(const sdt::StageTimings& t, const std::string& device, bool cold) {
   QJsonObject o;
   o.insert(QStringLiteral("format"), QStringLiteral("sdturbo-studio-timings/1"));
   o.insert(QStringLiteral("device"), QString::fromStdString(device));
@@ -182,7 +182,19 @@ std::string timings_chunk_json(const sdt::StageTimings& t, const std::string& de
   if (t.taesd_decode_ms > 0) o.insert(QStringLiteral("taesd_decode_ms"), t.taesd_decode_ms);
   o.insert(QStringLiteral("readback_ms"), t.readback_ms);
   o.insert(QStringLiteral("total_ms"), t.total_ms);
-  return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
+  return QJsonDocument(o).toJson(QJsonDocument::Compact);
+}
+
+bool add_timings_json(const QByteArray& json, ImageParameters& out) {
+  QJsonParseError error{};
+  const auto doc = QJsonDocument::fromJson(json, &error);
+  if (error.error != QJsonParseError::NoError || !doc.isObject()) return false;
+  const QJsonObject o = doc.object();
+  if (!o.value(QLatin1String("format")).toString().startsWith(QLatin1String("sdturbo-studio-timings/"))) return false;
+  if (!out.timings.isEmpty()) return true;
+  if (out.device.isEmpty()) out.device = o.value(QLatin1String("device")).toString();
+  read_timings(o, out);
+  return true;
 }
 
 ImageParameters parse_image_parameters(const std::vector<sdt::PngText>& texts) {

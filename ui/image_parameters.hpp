@@ -4,9 +4,10 @@
 // …") that other tools read, and our JSON ("sdturbo") with the same values. The JSON is preferred; the A1111 text
 // fills in whatever the JSON lacks (or all of it, for images made by other tools).
 //
-// The app adds a third chunk, "sdturbo-timings": the measured stage times of that image. It is kept apart from the
-// engine's chunks because measurements differ from run to run while everything else in the file is reproducible
-// (the same seed, model and device give the same pixels and the same two engine chunks).
+// The measured stage times of an image are not in its file: they differ from run to run, while the file is
+// reproducible (the same seed, model and device give the same bytes, exactly the engine's PNG). The app keeps them
+// in a sidecar JSON beside the image (gallery_files.hpp) and reads them back with add_timings_json(). Files saved by
+// earlier versions carry them in a third chunk, "sdturbo-timings", which is still read.
 #pragma once
 
 #include <QList>
@@ -36,12 +37,16 @@ struct ImageParameters {
   bool has_settings() const { return !prompt.isEmpty() || seed.has_value(); }
 };
 
+// The chunk in which earlier versions of the app stored the timings inside the PNG.
 inline constexpr char kTimingsChunk[] = "sdturbo-timings";
 
 ImageParameters parse_image_parameters(const std::vector<sdt::PngText>& texts);
 
-// The "sdturbo-timings" chunk's JSON for an image's stage timings.
-std::string timings_chunk_json(const sdt::StageTimings& timings, const std::string& device, bool cold);
+// The timings JSON of an image (the sidecar's contents; the old chunk had the same layout).
+QByteArray timings_json(const sdt::StageTimings& timings, const std::string& device, bool cold);
+// Fills in the timings (and the device, when unknown) from a timings JSON, unless `out` has timings already (from
+// an old file's chunk). Returns false, changing nothing, when `json` is not a timings object.
+bool add_timings_json(const QByteArray& json, ImageParameters& out);
 
 // "Steps: 1, Sampler: Euler, Seed: 42" → ordered (key, value) pairs; values may be "quoted, with commas".
 QList<QPair<QString, QString>> split_a1111_fields(const QString& line);

@@ -2,10 +2,16 @@
 #include "ui/logging.hpp"
 
 #include <spdlog/sinks/base_sink.h>
-#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <QDir>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+#include "sdt/utf8_path.hpp"
 
 namespace sdt::ui {
 namespace {
@@ -30,7 +36,68 @@ class PanelSink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override {}
 };
 
+// A rotating log file opened through std::filesystem::path. spdlog's own rotating sink takes the file name as
+// narrow text, which Windows reads in the ANSI code page: a log folder under C:\Users\Zoë\ would fail to open
+// there unless the process code page is UTF-8. Rotates as spdlog does: sdturbo.log is the newest, sdturbo.1.log
+// the one before, and so on; `max_files` counts them all.
+class RotatingFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  RotatingFileSink(std::filesystem::path file, std::size_t max_bytes, std::size_t max_files)
+      : file_(std::move(file)), max_bytes_(max_bytes), max_files_(std::max<std::size_t>(1, max_files)) {
+    out_.open(file_, std::ios::binary | std::ios::app);
+    if (!out_) throw spdlog::spdlog_ex("cannot open the log file " + sdt::path_to_utf8(file_));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(file_, ec);
+    bytes_ = ec ? 0 : static_cast<std::size_t>(size);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    if (bytes_ > 0 && bytes_ + formatted.size() > max_bytes_) rotate();
+    out_.write(formatted.data(), static_cast<std::streamsize>(formatted.size()));
+    bytes_ += formatted.size();
+  }
+  void flush_() override { out_.flush(); }
+
+ private:
+  // sdturbo.log for 0, sdturbo.<n>.log otherwise.
+  std::filesystem::path numbered(std::size_t n) const {
+    if (n == 0) return file_;
+    std::filesystem::path name = file_.stem();
+    name += "." + std::to_string(n);
+    name += file_.extension();
+    return file_.parent_path() / name;
+  }
+
+  void rotate() {
+    out_.close();
+    std::error_code ec;
+    for (std::size_t n = max_files_ - 1; n >= 1; --n) {
+      const auto from = numbered(n - 1);
+      if (!std::filesystem::exists(from, ec)) continue;
+      std::filesystem::remove(numbered(n), ec);  // rename does not replace an existing file on every system
+      std::filesystem::rename(from, numbered(n), ec);
+    }
+    // When a rotation fails (a file held open by another program), the newest file is started again.
+    out_.open(file_, std::ios::binary | std::ios::trunc);
+    bytes_ = 0;
+  }
+
+  std::filesystem::path file_;
+  std::size_t max_bytes_;
+  std::size_t max_files_;
+  std::ofstream out_;
+  std::size_t bytes_ = 0;
+};
+
 }  // namespace
+
+std::shared_ptr<spdlog::sinks::sink> make_rotating_file_sink(const QString& file, std::size_t max_bytes,
+                                                             std::size_t max_files) {
+  return std::make_shared<RotatingFileSink>(sdt::path_from_utf8(file.toStdString()), max_bytes, max_files);
+}
 
 LogBridge& LogBridge::instance() {
   // Never destroyed: spdlog's registry (and its sinks) may outlive any static QObject at exit.
@@ -73,11 +140,10 @@ QString install_log_sinks(const QString& folder) {
   if (QDir().mkpath(folder)) {
     file = QDir(folder).filePath(QStringLiteral("sdturbo.log"));
     try {
-      auto rotating =
-          std::make_shared<spdlog::sinks::rotating_file_sink_mt>(file.toStdString(), kLogFileBytes, kLogFiles);
+      auto rotating = make_rotating_file_sink(file, kLogFileBytes, kLogFiles);
       rotating->set_pattern("%Y-%m-%d %H:%M:%S.%e [%t] %-5!l %-6n %v");
       sinks.push_back(rotating);
-    } catch (const spdlog::spdlog_ex&) {
+    } catch (const std::exception&) {
       file.clear();  // an unwritable log folder must not keep the app from starting
     }
   }

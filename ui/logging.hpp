@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spdlog/logger.h>
+#include <spdlog/sinks/sink.h>
 
 #include <QObject>
 #include <QString>
@@ -34,11 +35,17 @@ class LogBridge : public QObject {
 // The "ui" logger (created on first use with the default logger's sinks).
 std::shared_ptr<spdlog::logger> ui_log();
 
-// Adds a rotating file sink (`folder`/sdturbo.log, 3 files of 5 MiB) and the panel sink to the default logger and
-// to every logger that exists, so loggers created later (they copy the default logger's sinks) share them.
-// Returns the log file's path, or an empty string when the folder is not writable (the panel still works).
+// Adds a rotating file sink (`folder`/sdturbo.log, 3 files of 5 MiB, see make_rotating_file_sink) and the panel sink to
+// the default logger and to every logger that exists, so loggers created later (they copy the default logger's sinks)
+// share them. Returns the log file's path, or an empty string when the folder is not writable (the panel still works).
 QString install_log_sinks(const QString& folder);
 // The file install_log_sinks() writes to ("" before it ran or when it failed).
 QString log_file_path();
+
+// The file sink install_log_sinks() uses: `file` and up to max_files - 1 older ones (`file` with .1, .2, … before
+// its extension), each of at most about max_bytes. Opened through a path made from UTF-8 (sdt::path_from_utf8),
+// never through the narrow code page. Throws when the file cannot be opened.
+std::shared_ptr<spdlog::sinks::sink> make_rotating_file_sink(const QString& file, std::size_t max_bytes,
+                                                             std::size_t max_files);
 
 }  // namespace sdt::ui

@@ -19,12 +19,16 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "ui/gallery_files.hpp"
 #include "ui/logging.hpp"
 
 namespace sdt::ui {
 
 MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent), settings_(settings) {
   setObjectName(QStringLiteral("main_window"));
+  choose_folder_ = [this](const QString& title, const QString& start) {
+    return QFileDialog::getExistingDirectory(this, title, start);
+  };
   setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
   host_ = new EngineHost(this);
 
@@ -159,8 +163,16 @@ void MainWindow::build_menus() {
   connect(autosave_action_, &QAction::toggled, settings_, &Settings::set_autosave);
   file->addAction(tr("Choose Gallery &Folder…"), this, &MainWindow::choose_gallery_folder);
   file->addAction(tr("&Open Gallery Folder"), this, [this] {
-    QDir().mkpath(settings_->gallery_folder());
-    QDesktopServices::openUrl(QUrl::fromLocalFile(settings_->gallery_folder()));
+    // The same rule as saving: a gallery whose drive is gone is not made again elsewhere.
+    const QString folder = settings_->gallery_folder();
+    const QString problem = make_gallery_folder(
+        folder, settings_->gallery_folder_is_default() ? MakeFolder::WithParents : MakeFolder::OnlyLast);
+    if (!problem.isEmpty()) {
+      error_bar_->show_message(MessageBar::Level::Error,
+                               tr("The gallery cannot be opened: %1.").arg(problem.toHtmlEscaped()));
+      return;
+    }
+    QDesktopServices::openUrl(QUrl::fromLocalFile(folder));
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -177,6 +189,21 @@ void MainWindow::build_menus() {
   model_menu_->addAction(tr("Choose TAESD File (taesd_decoder.safetensors)…"), this, [this] { choose_taesd(false); });
   model_menu_->addAction(tr("Use the TAESD &Next to the Model"), this, [this] { settings_->set_taesd({}); });
   model_menu_->addSeparator();
+  auto* kernel_cache = model_menu_->addMenu(tr("&Kernel Cache"));
+  kernel_cache->setToolTipsVisible(true);
+  auto* choose_cache =
+      kernel_cache->addAction(tr("Choose Kernel Cache &Folder…"), this, &MainWindow::choose_kernel_cache_folder);
+  choose_cache->setObjectName(QStringLiteral("choose_kernel_cache"));
+  choose_cache->setToolTip(
+      tr("Where the compiled OpenCL kernels are kept between runs; used from the next time a model opens"));
+  auto* default_cache = kernel_cache->addAction(tr("Use the &Default Kernel Cache Folder"), this,
+                                                &MainWindow::use_default_kernel_cache_folder);
+  default_cache->setObjectName(QStringLiteral("default_kernel_cache"));
+  kernel_cache->addSeparator();
+  kernel_cache_now_ = kernel_cache->addAction(QString());
+  kernel_cache_now_->setObjectName(QStringLiteral("kernel_cache_now"));
+  kernel_cache_now_->setEnabled(false);
+  update_kernel_cache_menu();
   model_menu_->addAction(tr("&Reload"), this, &MainWindow::reload_engine);
   model_menu_->addAction(tr("&Get SD-Turbo (Hugging Face)…"), this,
                          [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
@@ -229,9 +256,26 @@ void MainWindow::rebuild_recent_menu() {
   recent_menu_->setEnabled(!recent.isEmpty());
 }
 
+void MainWindow::update_kernel_cache_menu() {
+  const QString folder = settings_->kernel_cache_dir();
+  kernel_cache_now_->setText(folder.isEmpty() ? tr("Now: the default folder")
+                                              : tr("Now: %1").arg(QDir::toNativeSeparators(folder)));
+}
+
+void MainWindow::choose_kernel_cache_folder() {
+  const QString current = settings_->kernel_cache_dir();
+  const QString folder =
+      choose_folder_(tr("Choose the kernel cache folder"), current.isEmpty() ? QDir::homePath() : current);
+  if (!folder.isEmpty()) settings_->set_kernel_cache_dir(QDir::cleanPath(folder));
+}
+
+void MainWindow::use_default_kernel_cache_folder() {
+  settings_->set_kernel_cache_dir({});
+}
+
 void MainWindow::choose_model_folder() {
   const QString start = settings_->model().isEmpty() ? QDir::homePath() : settings_->model();
-  const QString folder = QFileDialog::getExistingDirectory(this, tr("Open a diffusers model folder"), start);
+  const QString folder = choose_folder_(tr("Open a diffusers model folder"), start);
   if (!folder.isEmpty()) settings_->set_model(folder);
 }
 
@@ -244,16 +288,14 @@ void MainWindow::choose_model_file() {
 
 void MainWindow::choose_taesd(bool folder) {
   const QString start = settings_->taesd().isEmpty() ? QDir::homePath() : settings_->taesd();
-  const QString path = folder
-                           ? QFileDialog::getExistingDirectory(this, tr("Open a TAESD folder (AutoencoderTiny)"), start)
-                           : QFileDialog::getOpenFileName(this, tr("Open taesd_decoder.safetensors"), start,
-                                                          tr("Safetensors (*.safetensors);;All files (*)"));
+  const QString path = folder ? choose_folder_(tr("Open a TAESD folder (AutoencoderTiny)"), start)
+                              : QFileDialog::getOpenFileName(this, tr("Open taesd_decoder.safetensors"), start,
+                                                             tr("Safetensors (*.safetensors);;All files (*)"));
   if (!path.isEmpty()) settings_->set_taesd(path);
 }
 
 void MainWindow::choose_gallery_folder() {
-  const QString folder =
-      QFileDialog::getExistingDirectory(this, tr("Choose the gallery folder"), settings_->gallery_folder());
+  const QString folder = choose_folder_(tr("Choose the gallery folder"), settings_->gallery_folder());
   if (!folder.isEmpty()) settings_->set_gallery_folder(folder);
 }
 
@@ -265,6 +307,15 @@ void MainWindow::on_settings_changed(const QString& key) {
     gallery_model_->set_folder(settings_->gallery_folder());
   } else if (key == QLatin1String(keys::kAutosave)) {
     autosave_action_->setChecked(settings_->autosave());
+  } else if (key == QLatin1String(keys::kCacheDir)) {
+    // Not a reason to reopen the model: the kernels it uses are built already. The next opening uses the folder.
+    update_kernel_cache_menu();
+    const QString folder = settings_->kernel_cache_dir();
+    statusBar()->showMessage(
+        folder.isEmpty()
+            ? tr("Kernels will be cached in the default folder from the next time a model opens")
+            : tr("Kernels will be cached in %1 from the next time a model opens").arg(QDir::toNativeSeparators(folder)),
+        8000);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <QStackedWidget>
 #include <QStringList>
 #include <QTimer>
+#include <functional>
 #include <optional>
 
 #include "ui/compare_view.hpp"
@@ -32,6 +33,10 @@ class MainWindow : public QMainWindow {
  public:
   static constexpr char kSdTurboUrl[] = "https://huggingface.co/stabilityai/sd-turbo";
 
+  // Asks for an existing folder (a QFileDialog); returns "" when the user cancels. Replaceable so tests can answer
+  // without a modal dialog.
+  using FolderChooser = std::function<QString(const QString& title, const QString& start)>;
+
   // `settings` must outlive the window. The window lists devices and opens the configured model at once.
   explicit MainWindow(Settings* settings, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -51,12 +56,17 @@ class MainWindow : public QMainWindow {
   const std::optional<GeneratedImage>& last_image() const { return last_image_; }
   const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
   QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
+  void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
 
  public Q_SLOTS:
   void generate();
   void cancel();
   void reload_engine();
   void save_image_as();
+  // Model → Kernel Cache: a folder of the user's choice, or back to the engine's default; used from the next time
+  // a model opens (a running engine keeps the cache it opened with).
+  void choose_kernel_cache_folder();
+  void use_default_kernel_cache_folder();
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -90,6 +100,8 @@ class MainWindow : public QMainWindow {
   void choose_taesd(bool folder);
   void choose_gallery_folder();
   void rebuild_recent_menu();
+  void update_kernel_cache_menu();
+  void write_timings_beside(const QString& image_path, const GeneratedImage& image);
 
   Settings* settings_ = nullptr;
   EngineHost* host_ = nullptr;
@@ -110,10 +122,12 @@ class MainWindow : public QMainWindow {
   QDockWidget* log_dock_ = nullptr;
   QMenu* model_menu_ = nullptr;
   QMenu* recent_menu_ = nullptr;
+  QAction* kernel_cache_now_ = nullptr;  // shows the folder in use (disabled, information only)
   QAction* autosave_action_ = nullptr;
   QAction* save_as_action_ = nullptr;
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
+  FolderChooser choose_folder_;
 
   std::optional<EngineInfo> engine_info_;
   std::optional<GeneratedImage> last_image_;

@@ -66,6 +66,7 @@ void MainWindow::connect_engine() {
     statusBar()->showMessage(tr("Opening %1 (weights to the device, kernels from the cache or built)…").arg(model));
   });
   connect(host_, &EngineHost::loaded, this, &MainWindow::on_loaded);
+  connect(host_, &EngineHost::loading_changed, controls_, &ControlsPanel::set_loading);
   connect(host_, &EngineHost::progress, this, [this](const ProgressInfo& p) {
     if (p.job_id == running_job_) controls_->set_progress(p);
   });
@@ -101,8 +102,9 @@ void MainWindow::generate() {
 }
 
 void MainWindow::cancel() {
-  if (running_job_ == 0) return;
-  controls_->set_status(tr("Cancelling…"));
+  // Cancel (and Esc) stops whatever runs: the generation, the opening of a model, or both.
+  if (running_job_ == 0 && !host_->loading()) return;
+  controls_->set_status(running_job_ != 0 ? tr("Cancelling…") : tr("Cancelling the opening of the model…"));
   host_->cancel();
 }
 
@@ -207,10 +209,14 @@ void MainWindow::save_to_gallery(const GeneratedImage& image) {
   QList<QPair<QString, QByteArray>> files = {
       {gallery_file_stem(now, image.request.seed, compare ? QStringLiteral("-vae") : QString()), image.png}};
   if (compare) files.append({gallery_file_stem(now, image.request.seed, QStringLiteral("-taesd")), image.png_tiny});
+  // Only the default gallery is made with the folders above it (the Pictures folder may not exist yet); a chosen
+  // one whose parent is gone is on a removed drive or was moved, and is not made again somewhere else.
+  const MakeFolder make = settings_->gallery_folder_is_default() ? MakeFolder::WithParents : MakeFolder::OnlyLast;
   for (const auto& [stem, png] : files) {
-    const SaveOutcome outcome = save_png_unique(folder, stem, png);
+    const SaveOutcome outcome = save_png_unique(folder, stem, png, make);
     if (!outcome.ok()) {
       ui_log()->error("saving to the gallery failed: {}", outcome.error.toStdString());
+      gallery_model_->rescan();  // the folder may be gone: the gallery shows what is there
       error_bar_->show_message(
           MessageBar::Level::Error,
           tr("<b>The image was not saved to the gallery.</b> %1<br>It is still shown here: save it with "
@@ -222,6 +228,7 @@ void MainWindow::save_to_gallery(const GeneratedImage& image) {
       return;
     }
     saved_paths_.append(outcome.path);
+    write_timings_beside(outcome.path, image);
     gallery_model_->add_file(outcome.path);
     Q_EMIT image_saved(outcome.path);
   }
@@ -230,6 +237,14 @@ void MainWindow::save_to_gallery(const GeneratedImage& image) {
     auto_selected_ = saved_paths_.front();
     gallery_->select_path(auto_selected_);
   }
+}
+
+void MainWindow::write_timings_beside(const QString& image_path, const GeneratedImage& image) {
+  if (image.timings_json.isEmpty()) return;
+  // The timings are a convenience: an image whose sidecar cannot be written is still a saved image.
+  if (const QString error = write_timings_sidecar(image_path, image.timings_json); !error.isEmpty())
+    ui_log()->warn("the timings of {} were not saved: {}", QDir::toNativeSeparators(image_path).toStdString(),
+                   error.toStdString());
 }
 
 void MainWindow::save_image_as() {
@@ -246,6 +261,9 @@ void MainWindow::save_image_as() {
     return;
   }
   error_bar_->dismiss();
+  // Into the gallery folder: the gallery shows its timings like those of the images saved there by the app.
+  if (QDir::cleanPath(QFileInfo(outcome.path).absolutePath()) == gallery_model_->folder())
+    write_timings_beside(outcome.path, *last_image_);
   gallery_model_->add_file(outcome.path);
   statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(outcome.path)), 8000);
 }
@@ -269,6 +287,21 @@ void MainWindow::on_failed(const Failure& failure) {
     const QString reopen = tr("The device will be reopened for the next image.");
     if (!hint.isEmpty() && !hint.endsWith(QLatin1Char('.'))) hint += QLatin1Char('.');
     hint = hint.isEmpty() ? reopen : hint + QLatin1Char(' ') + reopen;
+  }
+  if (failure.during_load && failure.kind == sdt::ErrorKind::Cancelled) {
+    // The worker closed the engine: nothing half-open is used. The next Generate opens the model again.
+    engine_info_.reset();
+    controls_->set_model_text(tr("Not open: opening was cancelled"), tr("Generate or Model → Reload opens it again"),
+                              false);
+    timings_->clear_engine();
+    update_model_notice();
+    error_bar_->show_message(MessageBar::Level::Info,
+                             tr("<b>Opening the model was cancelled.</b> Generate opens it again, or choose "
+                                "<i>Model → Reload</i>."),
+                             tr("Reload"), [this] { reload_engine(); });
+    if (running_job_ == 0) controls_->set_status(tr("Opening the model was cancelled"));
+    statusBar()->showMessage(tr("Opening the model was cancelled"), 8000);
+    return;
   }
   if (failure.during_load) {
     load_error_ = failure.message;

@@ -70,6 +70,9 @@ void Settings::set_device(const QString& selector) {
 QString Settings::kernel_cache_dir() const {
   return value(keys::kCacheDir, QString()).toString();
 }
+void Settings::set_kernel_cache_dir(const QString& folder) {
+  store(keys::kCacheDir, folder);
+}
 
 QString Settings::gallery_folder() const {
   const QString folder = value(keys::kGalleryFolder, QString()).toString();
@@ -77,6 +80,9 @@ QString Settings::gallery_folder() const {
 }
 void Settings::set_gallery_folder(const QString& folder) {
   store(keys::kGalleryFolder, folder);
+}
+bool Settings::gallery_folder_is_default() const {
+  return value(keys::kGalleryFolder, QString()).toString().isEmpty();
 }
 bool Settings::autosave() const {
   return value(keys::kAutosave, true).toBool();

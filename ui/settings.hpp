@@ -1,7 +1,7 @@
 // Settings: every persistent choice of the app, typed, with defaults, behind one class (the habit of qView's
 // settings manager). Values live in QSettings; a setter writes through and emits changed(key) when the value
-// really changed. Command-line options (--model, --taesd, --gallery, --device) are overrides for one run: read
-// first, never written, and dropped as soon as the user picks a value in the window.
+// really changed. Command-line options (--model, --taesd, --gallery, --device, --cache-dir) are overrides for one
+// run: read first, never written, and dropped as soon as the user picks a value in the window.
 #pragma once
 
 #include <QByteArray>
@@ -63,9 +63,11 @@ class Settings : public QObject {
   QString device() const;  // selector; "" means the first GPU, else the first device
   void set_device(const QString& selector);
   QString kernel_cache_dir() const;  // "" means the engine's default
+  void set_kernel_cache_dir(const QString& folder);
 
   QString gallery_folder() const;
   void set_gallery_folder(const QString& folder);
+  bool gallery_folder_is_default() const;  // none chosen: default_gallery_folder()
   bool autosave() const;
   void set_autosave(bool on);
 

@@ -21,6 +21,7 @@ namespace sdt::ui {
 
 // What to open. An empty model means "the embedded default": random:sd-turbo on a GPU, random:tiny on a CPU.
 struct LoadRequest {
+  quint64 id = 0;  // given by EngineHost::load(), for cancelling
   QString model;
   QString taesd;
   QString device;     // selector as sdt::select_device() takes it; empty: first GPU, else first device
@@ -65,6 +66,7 @@ struct GeneratedImage {
   QByteArray png;        // `image` encoded with the engine's parameter chunks
   QByteArray png_tiny;   // `image_tiny` encoded likewise (decoder noted as tiny)
   sdt::StageTimings timings;
+  QByteArray timings_json;        // for the sidecar beside the saved files (never in the PNG: see image_parameters.hpp)
   bool cold = false;              // the first generation after a load (kernels and caches warm up)
   std::optional<ImageDiff> diff;  // compare mode only
   QString model_name;

@@ -1,6 +1,7 @@
 // The gallery: GalleryModel over a folder of PNGs (existing files at start, newest first, parameters read back
-// from the PNG chunks off the UI thread, files added and deleted by others) and GalleryPanel's actions (delete
-// only after confirmation, to the trash; "use these settings").
+// from the PNG chunks and timings from the sidecar beside each file, off the UI thread, files added and deleted by
+// others) and GalleryPanel's actions (delete only after confirmation, to the trash, with the image's sidecar; "use
+// these settings").
 #include <QDir>
 #include <QFile>
 #include <QSignalSpy>
@@ -10,6 +11,7 @@
 #include <QtTest>
 
 #include "sdt/image.hpp"
+#include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
 #include "ui/gallery_panel.hpp"
 #include "ui/image_math.hpp"
@@ -26,18 +28,20 @@ QImage pattern_image(int w, int h, int seed) {
   return image;
 }
 
-// A PNG with chunks shaped like the engine's (see engine/pipeline/png_metadata.cpp).
+// A PNG with chunks shaped like the engine's (see engine/pipeline/png_metadata.cpp); `timings` in the JSON as a
+// layout with nested timings would carry them, else none in the file; `extra` chunks after those.
 QString write_gallery_png(const QString& folder, const QString& name, const QString& prompt, quint64 seed,
-                          const QDateTime& modified) {
+                          const QDateTime& modified, bool timings = true, const std::vector<sdt::PngText>& extra = {}) {
   const std::string p = prompt.toStdString();
   const std::string json = R"({"format":"sdturbo-studio/1","prompt":")" + p + R"(","seed":)" + std::to_string(seed) +
-                           R"(,"width":64,"height":48,"steps":2,"decoder":"full","model":{"name":"tiny"},)"
-                           R"("timings":{"text_encoder_ms":3.5,"total_ms":20.0}})";
+                           R"(,"width":64,"height":48,"steps":2,"decoder":"full","model":{"name":"tiny"})" +
+                           (timings ? R"(,"timings":{"text_encoder_ms":3.5,"total_ms":20.0}})" : "}");
   const std::string parameters =
       p + "\nSteps: 2, Sampler: Euler, CFG scale: 0, Seed: " + std::to_string(seed) + ", Size: 64x48";
   const QString path = QDir(folder).filePath(name);
-  sdt::write_png(std::filesystem::path(path.toStdU16String()), to_sdt_image(pattern_image(64, 48, int(seed))),
-                 {{"parameters", parameters}, {"sdturbo", json}});
+  std::vector<sdt::PngText> texts = {{"parameters", parameters}, {"sdturbo", json}};
+  texts.insert(texts.end(), extra.begin(), extra.end());
+  sdt::write_png(std::filesystem::path(path.toStdU16String()), to_sdt_image(pattern_image(64, 48, int(seed))), texts);
   QFile file(path);
   if (file.open(QIODevice::ReadWrite)) file.setFileTime(modified, QFileDevice::FileModificationTime);
   return path;
@@ -46,6 +50,24 @@ QString write_gallery_png(const QString& folder, const QString& name, const QStr
 bool wait_loaded(GalleryModel& model) {
   model.load_all();
   return QTest::qWaitFor([&] { return model.pending_loads() == 0; }, 20000);
+}
+
+sdt::StageTimings some_timings(double total_ms) {
+  sdt::StageTimings t;
+  t.text_encoder_ms = 4.5;
+  t.unet_step_ms = {61.5};
+  t.vae_decode_ms = 130;
+  t.readback_ms = 0.5;
+  t.total_ms = total_ms;
+  return t;
+}
+
+// What the panel shows for `path` once its file is read.
+QString details_of(GalleryPanel& panel, const QString& path) {
+  panel.select_path(path);
+  if (!QTest::qWaitFor([&] { return !panel.details_text().contains(QStringLiteral("Reading")); }, 20000))
+    return QStringLiteral("(not read in time)");
+  return panel.details_text();
 }
 
 }  // namespace
@@ -186,6 +208,85 @@ class GalleryTest : public QObject {
       qInfo("no trash on this system: deleted permanently after a second confirmation");
     else
       QVERIFY2(QFile::exists(trashed), qPrintable(trashed));
+    QDir(QDir(base).filePath(QStringLiteral("Trash"))).removeRecursively();
+  }
+
+  void panel_shows_the_timings_kept_beside_each_image_and_lists_no_sidecar() {
+    QTemporaryDir dir;
+    const QDateTime now = QDateTime::currentDateTime();
+    const QString with =
+        write_gallery_png(dir.path(), QStringLiteral("with.png"), QStringLiteral("timed"), 1, now.addSecs(-30), false);
+    QCOMPARE(write_timings_sidecar(with, timings_json(some_timings(412), "gfx1032", false)), QString());
+    const QString without = write_gallery_png(dir.path(), QStringLiteral("without.png"), QStringLiteral("untimed"), 2,
+                                              now.addSecs(-20), false);
+    const QString broken = write_gallery_png(dir.path(), QStringLiteral("broken.png"), QStringLiteral("mangled"), 3,
+                                             now.addSecs(-10), false);
+    QCOMPARE(write_timings_sidecar(broken, "{\"format\": \"sdturbo-studio-timings/1\", \"total_ms\": "), QString());
+    // A file of an earlier version, with the timings in a chunk of its own.
+    const QString old =
+        write_gallery_png(dir.path(), QStringLiteral("old.png"), QStringLiteral("older"), 4, now, false,
+                          {{kTimingsChunk, timings_json(some_timings(999), "gfx90c", true).toStdString()}});
+    QVERIFY(QFileInfo(timings_sidecar_path(with)).isFile());
+    QCOMPARE(QFileInfo(timings_sidecar_path(with)).absolutePath(), dir.filePath(QStringLiteral(".timings")));
+
+    GalleryModel model;
+    model.set_folder(dir.path());
+    // The hidden folder and its files are not images of the gallery.
+    QCOMPARE(model.rowCount(), 4);
+    for (int row = 0; row < model.rowCount(); ++row)
+      QVERIFY2(!model.entry(row)->path.contains(QStringLiteral(".timings")), qPrintable(model.entry(row)->path));
+    GalleryPanel panel(&model);
+
+    const QString shown = details_of(panel, with);
+    QVERIFY2(shown.contains(QStringLiteral("timed")), qPrintable(shown));
+    QVERIFY2(shown.contains(QStringLiteral("text encoder: 4.5 ms")), qPrintable(shown));
+    QVERIFY2(shown.contains(QStringLiteral("total: 412 ms")), qPrintable(shown));
+    QVERIFY2(shown.contains(QStringLiteral("run: warm")), qPrintable(shown));
+    QVERIFY2(shown.contains(QStringLiteral("gfx1032")), qPrintable(shown));
+    QVERIFY(panel.timings()->isVisibleTo(&panel));
+
+    // No sidecar, or a broken one: the parameters as always, no timings.
+    for (const auto& [path, prompt] :
+         {std::pair{without, QStringLiteral("untimed")}, std::pair{broken, QStringLiteral("mangled")}}) {
+      const QString text = details_of(panel, path);
+      QVERIFY2(text.contains(prompt) && text.contains(QStringLiteral("Seed")), qPrintable(text));
+      QVERIFY2(!text.contains(QStringLiteral("Timings")), qPrintable(text));
+      QVERIFY(!panel.timings()->isVisibleTo(&panel));
+    }
+
+    const QString old_text = details_of(panel, old);
+    QVERIFY2(old_text.contains(QStringLiteral("total: 999 ms")), qPrintable(old_text));
+    QVERIFY2(old_text.contains(QStringLiteral("run: cold")), qPrintable(old_text));
+  }
+
+  void deleting_an_image_removes_its_timings_and_no_other() {
+    const QString base = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
+    QVERIFY(QDir().mkpath(base));
+    QTemporaryDir dir(QDir(base).filePath(QStringLiteral("gallery-XXXXXX")));
+    QVERIFY(dir.isValid());
+    const QDateTime now = QDateTime::currentDateTime();
+    const QString doomed =
+        write_gallery_png(dir.path(), QStringLiteral("doomed.png"), QStringLiteral("d"), 5, now.addSecs(-10), false);
+    const QString kept = write_gallery_png(dir.path(), QStringLiteral("kept.png"), QStringLiteral("k"), 6, now, false);
+    QCOMPARE(write_timings_sidecar(doomed, timings_json(some_timings(100), "dev", true)), QString());
+    QCOMPARE(write_timings_sidecar(kept, timings_json(some_timings(200), "dev", false)), QString());
+    const QByteArray kept_timings = read_timings_sidecar(kept);
+    QVERIFY(!kept_timings.isEmpty());
+
+    GalleryModel model;
+    model.set_folder(dir.path());
+    GalleryPanel panel(&model);
+    int questions = 0;
+    panel.set_confirm([&](const QString&, const QString&) {
+      ++questions;
+      return true;
+    });
+    panel.select_path(doomed);
+    panel.delete_selected();
+    QVERIFY(!QFile::exists(doomed));
+    QVERIFY2(!QFile::exists(timings_sidecar_path(doomed)), qPrintable(timings_sidecar_path(doomed)));
+    QCOMPARE(read_timings_sidecar(kept), kept_timings);
+    QCOMPARE(model.rowCount(), 1);
     QDir(QDir(base).filePath(QStringLiteral("Trash"))).removeRecursively();
   }
 

@@ -1,11 +1,17 @@
 // The desktop app end to end: the real engine on the test device (PoCL on a machine without GPU) with the tiny
 // fixture model, a temporary gallery and temporary settings, the window on the offscreen platform. What a person
 // does: type a prompt and press Ctrl+Enter, see the image and the timings, find the PNG with its parameters in the
-// gallery, compare the decoders, run a batch, cancel, survive a broken model and an unwritable gallery, close.
+// gallery, compare the decoders, run a batch, cancel a generation and the opening of a model, survive a broken
+// model and an unwritable gallery, close.
+#include <spdlog/sinks/base_sink.h>
+
 #include <QCheckBox>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -13,12 +19,21 @@
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QtTest>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "runtime/cl_error.hpp"
+#include "runtime/log.hpp"
 #include "sdt/image.hpp"
 #include "test_common.hpp"
+#include "ui/gallery_files.hpp"
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
 #include "ui/main_window.hpp"
@@ -42,25 +57,77 @@ ImageParameters parameters_of(const QString& path, QImage* image = nullptr) {
   return parse_image_parameters(texts);
 }
 
-// The file's chunks that must be reproducible: all but the measured timings.
-std::vector<std::pair<std::string, std::string>> reproducible_chunks(const QString& path) {
+// The keys of the file's text chunks, in file order.
+QStringList chunk_keys(const QString& path) {
   std::vector<sdt::PngText> texts;
   sdt::read_png(std::filesystem::path(path.toStdU16String()), &texts);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& t : texts)
-    if (t.key != kTimingsChunk) out.emplace_back(t.key, t.value);
-  return out;
+  QStringList keys;
+  for (const auto& t : texts) keys << QString::fromStdString(t.key);
+  return keys;
 }
 
-// Same pixels and same parameter chunks: what "the same image again" means for a gallery file (the measured
-// timings differ from run to run).
+// "The same image again" for a gallery file: the same bytes, every one of them (the measured timings are not in
+// the file but beside it).
 bool same_image_file(const QString& a, const QString& b) {
-  QImage image_a, image_b;
-  parameters_of(a, &image_a);
-  parameters_of(b, &image_b);
-  const auto chunks_a = reproducible_chunks(a);
-  return image_a == image_b && !image_a.isNull() && chunks_a == reproducible_chunks(b) && chunks_a.size() == 2;
+  const QByteArray bytes_a = read_all(a);
+  return !bytes_a.isEmpty() && bytes_a == read_all(b);
 }
+
+QJsonObject sidecar_of(const QString& image_path) {
+  return QJsonDocument::fromJson(read_all(timings_sidecar_path(image_path))).object();
+}
+
+// Holds the engine thread at the first line the named logger writes that starts with `marker`, until release():
+// a moment inside an engine call in which the UI thread can act. The "cl" logger's "opened <device>" comes while a
+// model opens, after its files are read and before its weights are uploaded. Install it while the engine is idle.
+class LogGate {
+ public:
+  LogGate(const std::string& logger_name, std::string marker)
+      : logger_(sdt::log::get(logger_name)), sink_(std::make_shared<Sink>(std::move(marker))) {
+    previous_level_ = logger_->level();
+    logger_->sinks().push_back(sink_);
+    logger_->set_level(spdlog::level::info);
+  }
+  ~LogGate() {
+    release();
+    auto& sinks = logger_->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    logger_->set_level(previous_level_);
+  }
+  LogGate(const LogGate&) = delete;
+  LogGate& operator=(const LogGate&) = delete;
+
+  bool reached() const { return sink_->reached.load(); }
+  void release() {
+    {
+      std::lock_guard lock(sink_->gate_mutex);
+      sink_->released = true;
+    }
+    sink_->gate.notify_all();
+  }
+
+ private:
+  struct Sink final : spdlog::sinks::base_sink<std::mutex> {
+    explicit Sink(std::string m) : marker(std::move(m)) {}
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      const std::string_view text(msg.payload.data(), msg.payload.size());
+      if (reached.load() || text.substr(0, marker.size()) != marker) return;
+      reached.store(true);
+      std::unique_lock lock(gate_mutex);
+      // Bounded: a test that fails before releasing must not hold the engine thread for ever.
+      gate.wait_for(lock, std::chrono::minutes(2), [this] { return released; });
+    }
+    void flush_() override {}
+    const std::string marker;
+    std::atomic<bool> reached{false};
+    std::mutex gate_mutex;
+    std::condition_variable gate;
+    bool released = false;
+  };
+  std::shared_ptr<spdlog::logger> logger_;
+  std::shared_ptr<Sink> sink_;
+  spdlog::level::level_enum previous_level_ = spdlog::level::warn;
+};
 
 bool same_pixels(const QImage& a, const QImage& b) {
   return !a.isNull() && a.convertToFormat(QImage::Format_RGB888) == b.convertToFormat(QImage::Format_RGB888);
@@ -196,9 +263,28 @@ class MainWindowTest : public QObject {
     QCOMPARE(p.width, 64);
     QCOMPARE(p.height, 64);
     QCOMPARE(p.decoder, QStringLiteral("full"));
-    QVERIFY(!p.timings.isEmpty());  // the app's timings chunk, shown when the file is selected
+    // Only the engine's reproducible chunks: no measurement is in the file.
+    QCOMPARE(chunk_keys(first_png_), (QStringList{QStringLiteral("parameters"), QStringLiteral("sdturbo")}));
+    QVERIFY(p.timings.isEmpty());
     QVERIFY(window_->gallery_model()->row_of(first_png_) >= 0);
     QVERIFY(window_->image_info()->text().contains(QFileInfo(first_png_).fileName()));
+
+    // The timings are beside it, in the gallery's hidden timings folder, and the gallery shows them.
+    const QString sidecar = timings_sidecar_path(first_png_);
+    QCOMPARE(QFileInfo(sidecar).absolutePath(), QDir(gallery_).filePath(QStringLiteral(".timings")));
+    const QJsonObject recorded = sidecar_of(first_png_);
+    QCOMPARE(recorded.value(QStringLiteral("total_ms")).toDouble(), window_->last_image()->timings.total_ms);
+    QCOMPARE(recorded.value(QStringLiteral("cold")).toBool(false), true);
+    auto* gallery = window_->gallery_panel();
+    QCOMPARE(gallery->selected_path(), first_png_);
+    QTRY_VERIFY2_WITH_TIMEOUT(gallery->details_text().contains(QStringLiteral("Timings:")),
+                              qPrintable(gallery->details_text()), 20000);
+    QVERIFY2(gallery->details_text().contains(QStringLiteral("run: cold")), qPrintable(gallery->details_text()));
+    QVERIFY2(gallery->details_text().contains(QStringLiteral("total: ")), qPrintable(gallery->details_text()));
+    // The hidden folder and its files are never listed as images.
+    QCOMPARE(window_->gallery_model()->rowCount(), 1);
+    window_->gallery_model()->rescan();
+    QCOMPARE(window_->gallery_model()->rowCount(), 1);
   }
 
   void the_same_seed_again_gives_the_same_image_file_and_a_warm_run() {
@@ -208,8 +294,11 @@ class MainWindowTest : public QObject {
     const QString second = window_->saved_paths().front();
     QVERIFY(second != first_png_);  // a new file, never the old one overwritten
     QCOMPARE(read_all(first_png_), first_bytes);
-    QVERIFY(same_image_file(second, first_png_));
+    // Every byte the same, although this run was warm and timed differently.
+    QCOMPARE(read_all(second), first_bytes);
     QCOMPARE(window_->timing_panel()->history()->item(0, 1)->text(), QStringLiteral("warm"));
+    QCOMPARE(sidecar_of(second).value(QStringLiteral("cold")).toBool(true), false);
+    QCOMPARE(sidecar_of(first_png_).value(QStringLiteral("cold")).toBool(false), true);
     QVERIFY(window_->timing_panel()->stage_value(QStringLiteral("text encoder (cached)")).size() > 0);
   }
 
@@ -307,6 +396,64 @@ class MainWindowTest : public QObject {
     set_size_steps_seed(64, 1, 42);
     window_->controls()->set_prompt(QStringLiteral("a lighthouse at dusk"));
     QVERIFY(!run_generation([&] { window_->generate(); }));
+    QVERIFY(same_image_file(window_->saved_paths().front(), first_png_));
+  }
+
+  void cancel_while_the_model_opens_says_so_and_the_next_open_or_generate_opens_it() {
+    set_size_steps_seed(64, 1, 42);
+    window_->controls()->set_prompt(QStringLiteral("a lighthouse at dusk"));
+    auto* cancel = window_->controls()->cancel_button();
+    auto* stage = window_->controls()->findChild<QLabel*>(QStringLiteral("stage"));
+    QVERIFY(!cancel->isEnabled());  // nothing runs
+    QSignalSpy failed(window_->engine_host(), &EngineHost::failed);
+    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
+    {
+      // Model → Reload, held inside the engine's opening; then the Cancel button.
+      LogGate gate("cl", "opened ");
+      window_->reload_engine();
+      QVERIFY(cancel->isEnabled());
+      QVERIFY(QTest::qWaitFor([&] { return gate.reached(); }, kLoadTimeoutMs));
+      QTest::mouseClick(cancel, Qt::LeftButton);
+      QCOMPARE(stage->text(), QStringLiteral("Cancelling the opening of the model…"));
+      gate.release();
+      QVERIFY(failed.wait(kLoadTimeoutMs));
+    }
+    Failure f = failed.at(0).at(0).value<Failure>();
+    QVERIFY(f.during_load);
+    QVERIFY2(f.kind == sdt::ErrorKind::Cancelled, qPrintable(f.message));
+    QCOMPARE(ready.count(), 0);
+    QVERIFY(!window_->engine_info().has_value());
+    QVERIFY2(window_->error_bar()->text().contains(QStringLiteral("Opening the model was cancelled")),
+             qPrintable(window_->error_bar()->text()));
+    QVERIFY(window_->error_bar()->level() == MessageBar::Level::Info);
+    QCOMPARE(stage->text(), QStringLiteral("Opening the model was cancelled"));
+    QVERIFY(!cancel->isEnabled());
+    QVERIFY(window_->controls()->generate_button()->isEnabled());
+
+    // The flag of that cancel is lowered again: the next opening completes.
+    window_->reload_engine();
+    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    QCOMPARE(failed.count(), 1);
+
+    // Escape cancels an opening too.
+    window_->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window_.get()));
+    {
+      LogGate gate("cl", "opened ");
+      window_->reload_engine();
+      QVERIFY(QTest::qWaitFor([&] { return gate.reached(); }, kLoadTimeoutMs));
+      QTest::keyClick(window_->controls()->prompt_edit(), Qt::Key_Escape);
+      gate.release();
+      QVERIFY(failed.wait(kLoadTimeoutMs));
+    }
+    f = failed.at(1).at(0).value<Failure>();
+    QVERIFY2(f.kind == sdt::ErrorKind::Cancelled, qPrintable(f.message));
+    QVERIFY(!window_->engine_info().has_value());
+
+    // Generate opens the model again, and the image is the first one, byte for byte.
+    QVERIFY(!run_generation([&] { window_->generate(); }));
+    QCOMPARE(ready.count(), 2);
+    QVERIFY(window_->engine_info().has_value());
     QVERIFY(same_image_file(window_->saved_paths().front(), first_png_));
   }
 

@@ -1,10 +1,13 @@
 // The desktop app under the failures of RELIABILITY.md: gallery saving when the disk fills up part-way through a
 // save (an error naming the file; the gallery as it was; no empty reservation or temporary file left), when the
-// gallery folder was deleted while the app runs (the next save makes it again) and when several saves of one name
-// happen at once (every image kept under a name of its own, none overwritten, none torn); a model with NaN weights
-// (an error naming the stage, nothing saved to the gallery); and the kernel cache folder setting (item 19's "the
-// same setting in the app").
+// gallery folder was deleted while the app runs (the next save makes it again), when its drive went away (the save
+// fails naming the folder, nothing is written elsewhere, the next save after its return works) and when several
+// saves of one name happen at once (every image kept under a name of its own, none overwritten, none torn); a
+// model with NaN weights (an error naming the stage, nothing saved to the gallery); and the kernel cache folder
+// (item 19: the setting, the menu that sets it, used from the next opening of a model).
+#include <QAction>
 #include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -52,6 +55,24 @@ QStringList files_in(const QString& folder) {
 QByteArray read_all(const QString& path) {
   QFile f(path);
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// Every file and folder under `root`, relative, sorted: what "nothing was written anywhere" compares.
+QStringList tree_of(const QString& root) {
+  QStringList out;
+  QDirIterator it(root, QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+  while (it.hasNext()) out << QDir(root).relativeFilePath(it.next());
+  out.sort();
+  return out;
+}
+
+QString fixture_model() {
+  return QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string());
+}
+
+QString test_kernel_cache(const QTemporaryDir& root) {
+  const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
+  return shared.isEmpty() ? root.filePath(QStringLiteral("kernels")) : shared;
 }
 
 constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
@@ -140,6 +161,83 @@ class ReliabilityUi : public QObject {
     QCOMPARE(files_in(gallery), QStringList{QStringLiteral("b.png")});
   }
 
+  void a_gallery_whose_drive_went_away_fails_naming_it_and_the_next_save_after_its_return_works() {
+    QTemporaryDir root;
+    // The gallery on a "drive" mounted under media/: a folder that goes away with everything in it, as a removed
+    // USB stick does.
+    const QString media = root.filePath(QStringLiteral("media"));
+    const QString drive = QDir(media).filePath(QStringLiteral("drive"));
+    const QString gallery = QDir(drive).filePath(QStringLiteral("gallery"));
+    QVERIFY(QDir().mkpath(gallery));
+    auto settings = window_settings(root, fixture_model(), test_kernel_cache(root));
+    settings->set_gallery_folder(gallery);
+    MainWindow window(settings.get());
+    QSignalSpy ready(&window, &MainWindow::engine_ready);
+    window.show();
+    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QSignalSpy saved(&window, &MainWindow::image_saved);
+    QSignalSpy save_failed(&window, &MainWindow::save_failed);
+    QSignalSpy ended(&window, &MainWindow::generation_ended);
+    window.generate();
+    QVERIFY2(ended.wait(kGenerateTimeoutMs), qPrintable(window.error_bar()->text()));
+    QCOMPARE(saved.count(), 1);
+    const QString first = saved.at(0).at(0).toString();
+    const QByteArray first_bytes = read_all(first);
+
+    // The drive is removed (moved out of reach, to come back later with its files).
+    const QString away = root.filePath(QStringLiteral("away"));
+    QVERIFY(QDir().mkpath(away));
+    QVERIFY(QDir().rename(drive, QDir(away).filePath(QStringLiteral("drive"))));
+    const QStringList media_before = tree_of(media);
+    const QStringList away_before = tree_of(away);
+    window.generate();
+    QVERIFY(ended.wait(kGenerateTimeoutMs));
+    QCOMPARE(save_failed.count(), 1);
+    QCOMPARE(saved.count(), 1);
+    const QString error = save_failed.at(0).at(0).toString();
+    QVERIFY2(error.contains(QDir::toNativeSeparators(gallery)), qPrintable(error));
+    QVERIFY2(error.contains(QStringLiteral("no longer there")), qPrintable(error));
+    QVERIFY2(window.error_bar()->text().contains(QStringLiteral("no longer there")),
+             qPrintable(window.error_bar()->text()));
+    // Nothing was written anywhere: no gallery made again in the drive's place, no stray file.
+    QCOMPARE(tree_of(media), media_before);
+    QCOMPARE(tree_of(away), away_before);
+    QVERIFY(!QFileInfo::exists(drive));
+    // The image is still on screen, ready for Save As.
+    QVERIFY(window.saved_paths().isEmpty());
+    QVERIFY(!window.last_image()->png.isEmpty());
+    QCOMPARE(window.image_view()->image().size(), QSize(64, 64));
+
+    // The drive is back (mounted again: a folder of its own with the same files in it). The next save goes into
+    // the gallery, beside the first image, which is untouched.
+    QVERIFY(QDir().mkpath(gallery));
+    QVERIFY(QFile::copy(QDir(away).filePath(QStringLiteral("drive/gallery/") + QFileInfo(first).fileName()), first));
+    window.generate();
+    QVERIFY(ended.wait(kGenerateTimeoutMs));
+    QCOMPARE(save_failed.count(), 1);
+    QCOMPARE(saved.count(), 2);
+    const QString second = saved.at(1).at(0).toString();
+    QCOMPARE(QFileInfo(second).absolutePath(), QDir(gallery).absolutePath());
+    QCOMPARE(read_all(first), first_bytes);
+    QCOMPARE(read_all(second), first_bytes);  // the same request: the same bytes
+    QCOMPARE(QDir(gallery).entryList({QStringLiteral("*.png")}, QDir::Files).size(), 2);
+    // The gallery lists the image that came back with the drive too.
+    QTRY_COMPARE_WITH_TIMEOUT(window.gallery_model()->rowCount(), 2, 5000);
+  }
+
+  void a_gallery_folder_whose_parent_is_gone_is_not_made_again() {
+    QTemporaryDir dir;
+    const QString gallery = dir.filePath(QStringLiteral("removed-drive/gallery"));
+    const auto outcome = save_png_unique(gallery, QStringLiteral("a"), noise_png(8, 5));
+    QVERIFY(!outcome.ok());
+    QVERIFY2(outcome.error.contains(QDir::toNativeSeparators(gallery)), qPrintable(outcome.error));
+    QVERIFY2(outcome.error.contains(QStringLiteral("no longer there")), qPrintable(outcome.error));
+    QCOMPARE(tree_of(dir.path()), QStringList{});
+    // The default gallery, below a Pictures folder that may not exist yet, is made with the folders above it.
+    const auto made = save_png_unique(gallery, QStringLiteral("a"), noise_png(8, 5), MakeFolder::WithParents);
+    QVERIFY2(made.ok(), qPrintable(made.error));
+  }
+
   void saves_of_one_name_at_the_same_time_each_keep_their_own_file() {
     QTemporaryDir dir;
     constexpr int kSavers = 8;
@@ -185,7 +283,8 @@ class ReliabilityUi : public QObject {
 
   void the_kernel_cache_folder_setting_is_where_the_app_keeps_its_kernels() {
     QTemporaryDir root;
-    const QString cache = root.filePath(QStringLiteral("my kernel cache"));
+    // Not ASCII: the folder reaches the engine as a path made from UTF-8, not through a narrow code page.
+    const QString cache = root.filePath(QStringLiteral("my kernel cache – Zoë カーネル"));
     auto settings =
         window_settings(root, QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string()), cache);
     QCOMPARE(settings->kernel_cache_dir(), cache);
@@ -199,6 +298,63 @@ class ReliabilityUi : public QObject {
     const QStringList entries = files_in(cache);
     QVERIFY2(!entries.isEmpty(), "no kernel was cached in the configured folder");
     for (const QString& entry : entries) QVERIFY2(entry.endsWith(QStringLiteral(".bin")), qPrintable(entry));
+  }
+
+  void the_kernel_cache_menu_stores_the_folder_for_the_next_opening_and_goes_back_to_the_default() {
+    QTemporaryDir root;
+    // A model that does not exist: each opening fails on its files, before a device or a kernel cache is touched.
+    auto settings = window_settings(root, root.filePath(QStringLiteral("no-such-model")), QString());
+    // As --cache-dir gives it: an override for this run.
+    const QString from_command_line = root.filePath(QStringLiteral("from the command line"));
+    settings->set_override(QString::fromLatin1(keys::kCacheDir), from_command_line);
+    MainWindow window(settings.get());
+    QSignalSpy requests(window.engine_host(), &EngineHost::request_load);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.engine_host()->loading(), kLoadTimeoutMs);
+    window.reload_engine();
+    QCOMPARE(requests.count(), 1);
+    QCOMPARE(requests.at(0).at(0).value<LoadRequest>().cache_dir, from_command_line);
+
+    const QString chosen = root.filePath(QStringLiteral("kernels ü"));
+    QStringList asked;
+    QString answer = chosen;
+    window.set_folder_chooser([&](const QString& title, const QString&) {
+      asked << title;
+      return answer;
+    });
+    auto* choose = window.findChild<QAction*>(QStringLiteral("choose_kernel_cache"));
+    auto* back_to_default = window.findChild<QAction*>(QStringLiteral("default_kernel_cache"));
+    auto* now = window.findChild<QAction*>(QStringLiteral("kernel_cache_now"));
+    QVERIFY(choose && back_to_default && now);
+
+    choose->trigger();
+    QCOMPARE(asked.size(), 1);
+    QCOMPARE(settings->kernel_cache_dir(), chosen);
+    QVERIFY(!settings->has_override(QString::fromLatin1(keys::kCacheDir)));  // the choice replaces the override
+    QVERIFY2(now->text().contains(QDir::toNativeSeparators(chosen)), qPrintable(now->text()));
+    settings->sync();
+    QCOMPARE(Settings(settings->file_name(), nullptr).kernel_cache_dir(), chosen);  // remembered
+    // Used from the next opening, not by reopening the model at once.
+    QTest::qWait(100);
+    QCOMPARE(requests.count(), 1);
+    window.reload_engine();
+    QCOMPARE(requests.count(), 2);
+    QCOMPARE(requests.at(1).at(0).value<LoadRequest>().cache_dir, chosen);
+
+    // A dialog closed without a choice changes nothing.
+    answer.clear();
+    choose->trigger();
+    QCOMPARE(settings->kernel_cache_dir(), chosen);
+
+    back_to_default->trigger();
+    QVERIFY(settings->kernel_cache_dir().isEmpty());
+    settings->sync();
+    QVERIFY(Settings(settings->file_name(), nullptr).kernel_cache_dir().isEmpty());
+    QVERIFY2(now->text().contains(QStringLiteral("default")), qPrintable(now->text()));
+    window.reload_engine();
+    QCOMPARE(requests.count(), 3);
+    QVERIFY(requests.at(2).at(0).value<LoadRequest>().cache_dir.isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.engine_host()->loading(), kLoadTimeoutMs);
   }
 };
 

@@ -1,5 +1,8 @@
-// Unit tests of the desktop app's parts that need no engine: settings, the PNG parameter parser, the decoder
-// comparison numbers, and gallery file saving (unique names, atomic writes, errors that leave nothing behind).
+// Unit tests of the desktop app's parts that need no engine: settings and the command line, the PNG parameter
+// parser and the timings JSON, the decoder comparison numbers, gallery file saving (unique names, atomic writes,
+// errors that leave nothing behind) and the log file in a folder whose name is not ASCII.
+#include <spdlog/logger.h>
+
 #include <QDir>
 #include <QFile>
 #include <QSignalSpy>
@@ -9,9 +12,11 @@
 #include <cmath>
 
 #include "sdt/image.hpp"
+#include "ui/command_line.hpp"
 #include "ui/gallery_files.hpp"
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
+#include "ui/logging.hpp"
 #include "ui/settings.hpp"
 
 #ifdef Q_OS_UNIX
@@ -110,6 +115,84 @@ class UiUnits : public QObject {
     QCOMPARE(again.model(), QStringLiteral("/picked"));
   }
 
+  void the_cache_dir_option_overrides_the_kernel_cache_setting_for_one_run() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("s.ini"));
+    const QString remembered = dir.filePath(QStringLiteral("remembered kernels"));
+    const QString for_this_run = dir.filePath(QStringLiteral("Zoë's kernels"));
+    {
+      Settings s(file, nullptr);
+      s.set_kernel_cache_dir(remembered);
+      CommandLine command_line;
+      QVERIFY2(command_line.parse({QStringLiteral("sdturbo"), QStringLiteral("--cache-dir"), for_this_run,
+                                   QStringLiteral("--gallery"), dir.filePath(QStringLiteral("g"))}),
+               qPrintable(command_line.error_text()));
+      command_line.apply_overrides(s);
+      QCOMPARE(s.kernel_cache_dir(), for_this_run);
+      QCOMPARE(s.gallery_folder(), dir.filePath(QStringLiteral("g")));
+      QVERIFY(!s.has_override(QString::fromLatin1(keys::kModel)));  // options not given override nothing
+    }
+    Settings again(file, nullptr);
+    QCOMPARE(again.kernel_cache_dir(), remembered);  // never written
+
+    // Without the option the setting stands; without its value the command line is refused, naming the option.
+    CommandLine plain;
+    QVERIFY(plain.parse({QStringLiteral("sdturbo")}));
+    plain.apply_overrides(again);
+    QCOMPARE(again.kernel_cache_dir(), remembered);
+    CommandLine incomplete;
+    QVERIFY(!incomplete.parse({QStringLiteral("sdturbo"), QStringLiteral("--cache-dir")}));
+    QVERIFY2(incomplete.error_text().contains(QStringLiteral("cache-dir")), qPrintable(incomplete.error_text()));
+  }
+
+  void the_log_file_rotates_in_a_folder_whose_name_is_not_ascii() {
+    QTemporaryDir dir;
+    const QString folder = dir.filePath(QStringLiteral("Zoë ログ"));
+    QVERIFY(QDir().mkpath(folder));
+    const QString file = QDir(folder).filePath(QStringLiteral("sdturbo.log"));
+    {
+      auto sink = make_rotating_file_sink(file, 100, 3);
+      sink->set_pattern("%v");
+      spdlog::logger logger("rotation-test", sink);
+      for (int i = 1; i <= 9; ++i) logger.info("line {} {}", i, std::string(30, 'x'));  // about 40 bytes each
+      logger.flush();
+    }
+    // Two lines a file; the newest in sdturbo.log, the two before in .1 and .2, the oldest dropped.
+    const auto lines_of = [&](const QString& name) {
+      QFile f(QDir(folder).filePath(name));
+      return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts)
+                                         : QStringList{};
+    };
+    QCOMPARE(files_in(folder), (QStringList{QStringLiteral("sdturbo.1.log"), QStringLiteral("sdturbo.2.log"),
+                                            QStringLiteral("sdturbo.log")}));
+    const QStringList newest = lines_of(QStringLiteral("sdturbo.log"));
+    const QStringList before = lines_of(QStringLiteral("sdturbo.1.log"));
+    const QStringList oldest = lines_of(QStringLiteral("sdturbo.2.log"));
+    QCOMPARE(newest.size(), 1);
+    QVERIFY2(newest[0].startsWith(QStringLiteral("line 9 ")), qPrintable(newest.join(QLatin1Char('|'))));
+    QCOMPARE(before.size(), 2);
+    QVERIFY(before[0].startsWith(QStringLiteral("line 7 ")) && before[1].startsWith(QStringLiteral("line 8 ")));
+    QCOMPARE(oldest.size(), 2);
+    QVERIFY(oldest[0].startsWith(QStringLiteral("line 5 ")) && oldest[1].startsWith(QStringLiteral("line 6 ")));
+    // Opened again, it appends.
+    {
+      auto sink = make_rotating_file_sink(file, 100, 3);
+      sink->set_pattern("%v");
+      spdlog::logger logger("rotation-test", sink);
+      logger.info("line 10");
+      logger.flush();
+    }
+    QCOMPARE(lines_of(QStringLiteral("sdturbo.log")).size(), 2);
+    // A folder that is not there: the sink says so instead of losing every line in silence.
+    bool refused = false;
+    try {
+      make_rotating_file_sink(dir.filePath(QStringLiteral("missing/sdturbo.log")), 100, 3);
+    } catch (const std::exception&) {
+      refused = true;
+    }
+    QVERIFY(refused);
+  }
+
   void parameters_come_from_the_engines_json_chunk() {
     // The layout engine/pipeline/png_metadata.cpp writes.
     const std::string json =
@@ -143,7 +226,8 @@ class UiUnits : public QObject {
     t.vae_decode_ms = 250;
     t.readback_ms = 1.5;
     t.total_ms = 380;
-    const auto p = parse_image_parameters({{kTimingsChunk, timings_chunk_json(t, "gfx1032", true)}});
+    // As an earlier version's chunk in the PNG.
+    const auto p = parse_image_parameters({{kTimingsChunk, timings_json(t, "gfx1032", true).toStdString()}});
     QCOMPARE(p.device, QStringLiteral("gfx1032"));
     QStringList labels;
     for (const auto& [label, value] : p.timings) labels << label;
@@ -152,6 +236,29 @@ class UiUnits : public QObject {
     QCOMPARE(p.timings[4].second, QStringLiteral("52.5 ms"));
     QCOMPARE(p.timings[5].second, QStringLiteral("250 ms"));
     QVERIFY(!p.has_settings());  // timings alone say nothing about how to make the image again
+
+    // As the sidecar beside the PNG: the same labels and values.
+    ImageParameters from_sidecar;
+    QVERIFY(add_timings_json(timings_json(t, "gfx1032", true), from_sidecar));
+    QCOMPARE(from_sidecar.timings, p.timings);
+    QCOMPARE(from_sidecar.device, QStringLiteral("gfx1032"));
+  }
+
+  void a_sidecar_that_is_broken_or_not_timings_is_ignored() {
+    ImageParameters p;
+    p.prompt = QStringLiteral("kept");
+    QVERIFY(!add_timings_json("{\"format\":\"sdturbo-studio-timings/1\",\"total_ms\":", p));
+    QVERIFY(!add_timings_json("[1, 2]", p));
+    QVERIFY(!add_timings_json(R"({"format":"sdturbo-studio/1","total_ms":5})", p));  // the parameters, not timings
+    QVERIFY(p.timings.isEmpty());
+    QCOMPARE(p.prompt, QStringLiteral("kept"));
+    // Timings the file itself carries (an earlier version's chunk) are not replaced.
+    sdt::StageTimings t;
+    t.total_ms = 12;
+    p.timings = {{QStringLiteral("total"), QStringLiteral("7.0 ms")}};
+    QVERIFY(add_timings_json(timings_json(t, "dev", false), p));
+    QCOMPARE(p.timings.size(), 1);
+    QCOMPARE(p.timings[0].second, QStringLiteral("7.0 ms"));
   }
 
   void parameters_fall_back_to_the_a1111_text() {
@@ -213,7 +320,7 @@ class UiUnits : public QObject {
 
   void gallery_saves_never_overwrite_an_existing_image() {
     QTemporaryDir dir;
-    const QString folder = dir.filePath(QStringLiteral("gallery/sub"));  // created on first save
+    const QString folder = dir.filePath(QStringLiteral("gallery"));  // created on first save
     const QByteArray first = png_bytes(pattern_image(16, 16, 1));
     const QByteArray second = png_bytes(pattern_image(16, 16, 2));
     const auto a = save_png_unique(folder, QStringLiteral("sdturbo-x-s1"), first);
@@ -260,6 +367,34 @@ class UiUnits : public QObject {
     QFile old(dir.filePath(QStringLiteral("old.png")));
     QVERIFY(old.open(QIODevice::ReadOnly));
     QCOMPARE(old.readAll(), existing);
+  }
+
+  void the_default_gallery_is_made_with_the_folders_above_it() {
+    QTemporaryDir dir;
+    // <Pictures>/SD-Turbo Studio where the Pictures folder does not exist yet.
+    const QString folder = dir.filePath(QStringLiteral("Pictures/SD-Turbo Studio"));
+    const auto outcome =
+        save_png_unique(folder, QStringLiteral("img"), png_bytes(pattern_image(8, 8, 6)), MakeFolder::WithParents);
+    QVERIFY2(outcome.ok(), qPrintable(outcome.error));
+    QCOMPARE(files_in(folder), QStringList{QStringLiteral("img.png")});
+  }
+
+  void timings_sidecars_are_written_whole_and_replaced_never_appended() {
+    QTemporaryDir dir;
+    const auto saved = save_png_unique(dir.path(), QStringLiteral("img"), png_bytes(pattern_image(8, 8, 7)));
+    QVERIFY(saved.ok());
+    const QString sidecar = timings_sidecar_path(saved.path);
+    QCOMPARE(sidecar, dir.filePath(QStringLiteral(".timings/img.png.json")));
+    QCOMPARE(write_timings_sidecar(saved.path, "{\"a\":1}"), QString());
+    QCOMPARE(read_timings_sidecar(saved.path), QByteArray("{\"a\":1}"));
+    QCOMPARE(write_timings_sidecar(saved.path, "{}"), QString());
+    QCOMPARE(read_timings_sidecar(saved.path), QByteArray("{}"));
+    // Only the image and the hidden folder, in which only the sidecar: no temporary file.
+    QCOMPARE(files_in(dir.path()), QStringList{QStringLiteral("img.png")});
+    QCOMPARE(files_in(dir.filePath(QStringLiteral(".timings"))), QStringList{QStringLiteral("img.png.json")});
+    remove_timings_sidecar(saved.path);
+    QVERIFY(!QFile::exists(sidecar));
+    QVERIFY(read_timings_sidecar(saved.path).isEmpty());
   }
 
   void gallery_file_names_carry_time_and_seed() {
