@@ -11,6 +11,7 @@
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
 #include "ui/logging.hpp"
+#include "ui/thread_handoff.hpp"
 
 namespace sdt::ui {
 namespace {
@@ -75,7 +76,8 @@ void register_meta_types() {
 EngineWorker::EngineWorker() = default;
 
 EngineWorker::~EngineWorker() {
-  // Runs on the engine thread when it finishes (deleteLater): the device memory is returned there.
+  // Runs on the UI thread once the engine thread has ended (EngineHost::shutdown): nothing else can touch the
+  // engine then, and the device memory is returned before the window goes.
   engine_.reset();
 }
 
@@ -96,15 +98,17 @@ void EngineWorker::cancel_load(quint64 up_to) {
 }
 
 void EngineWorker::list_devices() {
+  receive_handoff();
   QList<sdt::DeviceInfo> devices;
   auto failure = guarded(0, false, [&] {
     for (auto& d : sdt::list_devices()) devices.append(d);
   });
   if (failure) ui_log()->warn("listing OpenCL devices failed: {}", failure->message.toStdString());
-  Q_EMIT devices_listed(devices);
+  post_handoff([&] { Q_EMIT devices_listed(devices); });
 }
 
 void EngineWorker::load(const LoadRequest& request) {
+  receive_handoff();
   last_load_ = request;
   have_load_request_ = true;
   // Lower the flag before reading the cancelled id, as generate() does: a cancel of an earlier load that is still
@@ -116,7 +120,10 @@ void EngineWorker::load(const LoadRequest& request) {
     engine_.reset();
     reopen_ = Reopen::AfterCancel;
     ui_log()->info("opening the model was cancelled before it started");
-    Q_EMIT failed(failure_from(sdt::ErrorKind::Cancelled, QStringLiteral("opening the model was cancelled"), 0, true));
+    post_handoff([&] {
+      Q_EMIT failed(
+          failure_from(sdt::ErrorKind::Cancelled, QStringLiteral("opening the model was cancelled"), 0, true));
+    });
     return;
   }
   open_engine(request, false, &load_cancel_);
@@ -149,7 +156,7 @@ EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool 
       options.model = request.model.trimmed().toStdString();
     }
     info.model_argument = QString::fromStdString(options.model);
-    Q_EMIT loading(info.model_argument);
+    post_handoff([&] { Q_EMIT loading(info.model_argument); });
     ui_log()->info("opening model '{}' (device selector '{}')", options.model, options.device);
     engine_ = std::make_unique<sdt::Engine>(options);
     info.device = engine_->device();
@@ -170,23 +177,24 @@ EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool 
     }
     last_load_failure_ = failure;
     // A reopen inside a job is reported by that job's failure.
-    if (!reload) Q_EMIT failed(*failure);
+    if (!reload) post_handoff([&] { Q_EMIT failed(*failure); });
     return cancelled ? Opened::Cancelled : Opened::Failed;
   }
   last_load_failure_.reset();
   generations_since_load_ = 0;
   ui_log()->info("model '{}' open on {} in {} ms", info.model_argument.toStdString(), info.device.name,
                  clock.elapsed());
-  Q_EMIT loaded(info);
+  post_handoff([&] { Q_EMIT loaded(info); });
   return Opened::Yes;
 }
 
 void EngineWorker::generate(const GenerationJob& job) {
+  receive_handoff();
   // Lower the flag before reading the cancelled id: a cancel() racing with this start either lands after the
   // store (the flag stays raised) or published its id before it (the check below sees it).
   cancel_flag_.store(false);
   if (job.id <= cancelled_up_to_.load()) {
-    Q_EMIT finished(job.id, true);
+    post_handoff([&] { Q_EMIT finished(job.id, true); });
     return;
   }
   if (!engine_ && reopen_ != Reopen::No && have_load_request_) {
@@ -196,7 +204,7 @@ void EngineWorker::generate(const GenerationJob& job) {
     // Inside the job: its cancel stops the opening too.
     const Opened opened = open_engine(last_load_, true, &cancel_flag_);
     if (opened == Opened::Cancelled) {
-      Q_EMIT finished(job.id, true);
+      post_handoff([&] { Q_EMIT finished(job.id, true); });
       return;
     }
     if (opened == Opened::Failed) {
@@ -207,7 +215,7 @@ void EngineWorker::generate(const GenerationJob& job) {
         f.kind = sdt::ErrorKind::Device;
         f.message = QStringLiteral("the device could not be reopened after a failure: ") + f.message;
       }
-      Q_EMIT failed(f);
+      post_handoff([&] { Q_EMIT failed(f); });
       return;
     }
   }
@@ -216,14 +224,14 @@ void EngineWorker::generate(const GenerationJob& job) {
     if (last_load_failure_) message += QStringLiteral(": ") + last_load_failure_->message;
     auto f = failure_from(sdt::ErrorKind::BadModel, message, job.id, false);
     f.hint = QStringLiteral("choose a model (Model menu) or the embedded random model");
-    Q_EMIT failed(f);
+    post_handoff([&] { Q_EMIT failed(f); });
     return;
   }
 
   const int count = std::max(1, job.batch_count);
   for (int index = 0; index < count; ++index) {
     if (cancel_flag_.load()) {
-      Q_EMIT finished(job.id, true);
+      post_handoff([&] { Q_EMIT finished(job.id, true); });
       return;
     }
     sdt::Request request = job.request;
@@ -239,7 +247,7 @@ void EngineWorker::generate(const GenerationJob& job) {
         info.stage = QString::fromStdString(p.stage);
         info.step = p.step;
         info.steps = p.steps;
-        Q_EMIT progress(info);
+        post_handoff([&] { Q_EMIT progress(info); });
       };
       try {
         const sdt::Result result = engine_->generate(request, on_progress, &cancel_flag_);
@@ -251,7 +259,7 @@ void EngineWorker::generate(const GenerationJob& job) {
     });
     if (cancelled) {
       ui_log()->info("generation {} cancelled", job.id);
-      Q_EMIT finished(job.id, true);
+      post_handoff([&] { Q_EMIT finished(job.id, true); });
       return;
     }
     if (failure) {
@@ -261,13 +269,13 @@ void EngineWorker::generate(const GenerationJob& job) {
         reopen_ = Reopen::AfterDeviceFailure;
       }
       ui_log()->error("generation failed ({}): {}", sdt::to_string(failure->kind), failure->message.toStdString());
-      Q_EMIT failed(*failure);
+      post_handoff([&] { Q_EMIT failed(*failure); });
       return;
     }
     ++generations_since_load_;
-    Q_EMIT image_ready(image);
+    post_handoff([&] { Q_EMIT image_ready(image); });
   }
-  Q_EMIT finished(job.id, false);
+  post_handoff([&] { Q_EMIT finished(job.id, false); });
 }
 
 GeneratedImage EngineWorker::package(const GenerationJob& job, int index, const sdt::Request& request,
@@ -303,19 +311,44 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   thread_.setObjectName(QStringLiteral("engine"));
   worker_ = new EngineWorker;
   worker_->moveToThread(&thread_);
-  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
 
   connect(this, &EngineHost::request_devices, worker_, &EngineWorker::list_devices, Qt::QueuedConnection);
   connect(this, &EngineHost::request_load, worker_, &EngineWorker::load, Qt::QueuedConnection);
   connect(this, &EngineHost::request_generate, worker_, &EngineWorker::generate, Qt::QueuedConnection);
 
-  connect(worker_, &EngineWorker::devices_listed, this, &EngineHost::devices_listed, Qt::QueuedConnection);
-  connect(worker_, &EngineWorker::loading, this, &EngineHost::loading_started, Qt::QueuedConnection);
-  connect(worker_, &EngineWorker::progress, this, &EngineHost::progress, Qt::QueuedConnection);
-  connect(worker_, &EngineWorker::image_ready, this, &EngineHost::image_ready, Qt::QueuedConnection);
+  // Every arrival from the worker first takes the hand-over lock (thread_handoff.hpp).
+  connect(
+      worker_, &EngineWorker::devices_listed, this,
+      [this](const QList<sdt::DeviceInfo>& devices) {
+        receive_handoff();
+        Q_EMIT devices_listed(devices);
+      },
+      Qt::QueuedConnection);
+  connect(
+      worker_, &EngineWorker::loading, this,
+      [this](const QString& what) {
+        receive_handoff();
+        Q_EMIT loading_started(what);
+      },
+      Qt::QueuedConnection);
+  connect(
+      worker_, &EngineWorker::progress, this,
+      [this](const ProgressInfo& info) {
+        receive_handoff();
+        Q_EMIT progress(info);
+      },
+      Qt::QueuedConnection);
+  connect(
+      worker_, &EngineWorker::image_ready, this,
+      [this](const GeneratedImage& image) {
+        receive_handoff();
+        Q_EMIT image_ready(image);
+      },
+      Qt::QueuedConnection);
   connect(
       worker_, &EngineWorker::loaded, this,
       [this](const EngineInfo& info) {
+        receive_handoff();
         if (!info.reload) settle(0, -1);
         Q_EMIT loaded(info);
       },
@@ -323,6 +356,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   connect(
       worker_, &EngineWorker::finished, this,
       [this](quint64 id, bool cancelled) {
+        receive_handoff();
         settle(-1, 0);
         Q_EMIT finished(id, cancelled);
       },
@@ -330,6 +364,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   connect(
       worker_, &EngineWorker::failed, this,
       [this](const Failure& f) {
+        receive_handoff();
         if (f.job_id != 0)
           settle(-1, 0);
         else if (f.during_load)
@@ -354,7 +389,7 @@ void EngineHost::settle(int delta_jobs, int delta_loads) {
 }
 
 void EngineHost::list_devices() {
-  if (!shut_down_) Q_EMIT request_devices();
+  if (!shut_down_) post_handoff([&] { Q_EMIT request_devices(); });
 }
 
 quint64 EngineHost::load(const LoadRequest& request) {
@@ -362,7 +397,7 @@ quint64 EngineHost::load(const LoadRequest& request) {
   LoadRequest numbered = request;
   numbered.id = next_load_id_++;
   settle(0, +1);
-  Q_EMIT request_load(numbered);
+  post_handoff([&] { Q_EMIT request_load(numbered); });
   return numbered.id;
 }
 
@@ -373,7 +408,7 @@ quint64 EngineHost::generate(const sdt::Request& request, int batch_count) {
   job.request = request;
   job.batch_count = batch_count;
   settle(+1, 0);
-  Q_EMIT request_generate(job);
+  post_handoff([&] { Q_EMIT request_generate(job); });
   return job.id;
 }
 
@@ -388,8 +423,12 @@ void EngineHost::shutdown() {
   shut_down_ = true;
   cancel();
   if (worker_) worker_->cancel_load(std::numeric_limits<quint64>::max());
-  thread_.quit();
-  thread_.wait();  // the running job stops at its next stage or step; the worker is deleted on its thread
+  post_handoff([&] { thread_.quit(); });
+  thread_.wait();  // the running job stops at its next stage or step
+  // The thread has ended, so the worker is deleted here: deleting it on its own thread as it ends would run its
+  // QObject destructor there, unordered (for ThreadSanitizer) with this object's own destruction.
+  receive_handoff();
+  delete worker_;
   worker_ = nullptr;
 }
 

@@ -113,7 +113,7 @@ class EngineHost : public QObject {
   void settle(int delta_jobs, int delta_loads);
 
   QThread thread_;
-  EngineWorker* worker_ = nullptr;  // lives on thread_, deleted there when the thread finishes
+  EngineWorker* worker_ = nullptr;  // lives on thread_; deleted by shutdown() once the thread has ended
   quint64 next_job_id_ = 1;
   quint64 next_load_id_ = 1;
   int outstanding_ = 0;

@@ -3,18 +3,16 @@
 
 #include <QDir>
 #include <QFileInfo>
-#include <QFuture>
-#include <QFutureWatcher>
 #include <QImageReader>
 #include <QPainter>
 #include <QSet>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <filesystem>
 
 #include "sdt/error.hpp"
 #include "ui/gallery_files.hpp"
 #include "ui/image_math.hpp"
+#include "ui/thread_handoff.hpp"
 
 namespace sdt::ui {
 namespace {
@@ -158,12 +156,9 @@ void GalleryModel::start_load(int row) const {
   const quint64 generation = generation_;
   const int px = thumbnail_px_;
   auto* self = const_cast<GalleryModel*>(this);
-  auto* watcher = new QFutureWatcher<GalleryLoad>(self);
-  connect(watcher, &QFutureWatcher<GalleryLoad>::finished, self, [self, watcher, path, generation] {
-    watcher->deleteLater();
-    self->finish_load(path, generation, watcher->result());
-  });
-  watcher->setFuture(QtConcurrent::run(const_cast<QThreadPool*>(&pool_), load_gallery_file, path, px));
+  run_in_pool(
+      const_cast<QThreadPool*>(&pool_), self, [path, px] { return load_gallery_file(path, px); },
+      [self, path, generation](GalleryLoad load) { self->finish_load(path, generation, load); });
 }
 
 void GalleryModel::ensure_loaded(int row) const {

@@ -6,8 +6,6 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileInfo>
-#include <QFuture>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QImageReader>
 #include <QItemSelectionModel>
@@ -16,9 +14,9 @@
 #include <QStyle>
 #include <QUrl>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "ui/gallery_files.hpp"
+#include "ui/thread_handoff.hpp"
 
 namespace sdt::ui {
 namespace {
@@ -176,15 +174,14 @@ void GalleryPanel::selection_changed() {
   update_actions();
   if (path.isEmpty()) return;
   // The full image for the large view, read off the UI thread.
-  auto* watcher = new QFutureWatcher<QImage>(this);
-  connect(watcher, &QFutureWatcher<QImage>::finished, this, [this, watcher, path] {
-    watcher->deleteLater();
-    if (path != shown_path_) return;  // the selection moved on
-    shown_image_ = watcher->result();
-    const GalleryEntry* e = model_->entry(model_->row_of(path));
-    Q_EMIT image_selected(path, shown_image_, e ? e->parameters : ImageParameters{});
-  });
-  watcher->setFuture(QtConcurrent::run([path] { return QImageReader(path).read(); }));
+  run_in_pool(
+      QThreadPool::globalInstance(), this, [path] { return QImageReader(path).read(); },
+      [this, path](QImage image) {
+        if (path != shown_path_) return;  // the selection moved on
+        shown_image_ = std::move(image);
+        const GalleryEntry* e = model_->entry(model_->row_of(path));
+        Q_EMIT image_selected(path, shown_image_, e ? e->parameters : ImageParameters{});
+      });
 }
 
 void GalleryPanel::show_details() {

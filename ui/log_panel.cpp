@@ -49,7 +49,13 @@ LogPanel::LogPanel(QWidget* parent) : QWidget(parent) {
 
   auto& bridge = LogBridge::instance();
   for (const QString& line : bridge.recent()) append(spdlog::level::info, line);
-  connect(&bridge, &LogBridge::line, this, &LogPanel::append, Qt::QueuedConnection);
+  connect(
+      &bridge, &LogBridge::line, this,
+      [this, &bridge](int level, const QString& line) {
+        receive_handoff(bridge.handoff());
+        append(level, line);
+      },
+      Qt::QueuedConnection);
 }
 
 void LogPanel::append(int level, const QString& line) {

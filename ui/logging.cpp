@@ -111,7 +111,7 @@ void LogBridge::post(int level, const QString& text) {
     recent_.append(text);
     if (recent_.size() > kRecentLines) recent_.remove(0, recent_.size() - kRecentLines);
   }
-  Q_EMIT line(level, text);
+  post_handoff([&] { Q_EMIT line(level, text); }, handoff_);
 }
 
 QStringList LogBridge::recent() const {

@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 
+#include "ui/thread_handoff.hpp"
+
 namespace sdt::ui {
 
 class LogBridge : public QObject {
@@ -20,6 +22,9 @@ class LogBridge : public QObject {
   static LogBridge& instance();
   // Called by the sink, on any thread.
   void post(int level, const QString& line);
+  // The lock line() is emitted under: receivers on another thread take it first (see thread_handoff.hpp). Its own,
+  // not the app's: a message logged while the app's lock is held must not wait for it.
+  HandoffMutex& handoff() { return handoff_; }
   // The most recent lines (for a panel opened after they were logged).
   QStringList recent() const;
 
@@ -30,6 +35,7 @@ class LogBridge : public QObject {
   LogBridge() = default;
   mutable std::mutex mutex_;
   QStringList recent_;
+  HandoffMutex handoff_;
 };
 
 // The "ui" logger (created on first use with the default logger's sinks).
