@@ -136,6 +136,10 @@ int run_generate(const Options& o) {
   const auto decoder = parse_decoder(o.decoder);
   if (!decoder) reject("--decoder " + o.decoder + " is not one of full, tiny, both");
   request.decoder = *decoder;
+  request.vae_tiling = o.vae_tiling == "always"  ? VaeTiling::Always
+                       : o.vae_tiling == "never" ? VaeTiling::Never
+                                                 : VaeTiling::Auto;
+  request.vae_tile = o.vae_tile;
   if (!o.init_image.empty()) {
     request.init_image = read_png(path_from_utf8(o.init_image));  // BadRequest naming the file when unreadable
     if (!o.size_given) {

@@ -48,6 +48,12 @@ int main(int argc, char** argv) {
   app.add_option("--decoder", o.decoder, "full (VAE), tiny (TAESD) or both")
       ->check(CLI::IsMember({"full", "tiny", "both"}))
       ->capture_default_str();
+  app.add_option("--vae-tiling", o.vae_tiling,
+                 "Decode the VAE image in overlapping tiles: auto (only when the device runs out of memory), never, "
+                 "always. Tiles are not pixel-identical to a whole decode")
+      ->check(CLI::IsMember({"auto", "never", "always"}))
+      ->capture_default_str();
+  app.add_option("--vae-tile", o.vae_tile, "Tile side in latents (8 px each), a multiple of 4 (default: chosen)");
   app.add_option("--init-image", o.init_image, "img2img: the starting image (PNG)");
   app.add_option("--strength", o.strength, "img2img strength in (0, 1]")->capture_default_str();
   app.add_option("--output", o.output, "Output PNG");

@@ -29,6 +29,8 @@ struct Options {
   bool size_given = false;
   int steps = 1;
   std::string decoder = "full";  // full | tiny | both
+  std::string vae_tiling = "auto";  // auto | never | always
+  int vae_tile = 0;                 // latents; 0: the engine chooses
   std::string init_image;
   double strength = 0.5;  // double: diffusers computes int(steps · strength) in double precision
   // outputs

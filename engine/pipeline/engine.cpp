@@ -179,6 +179,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   Result result;
   result.seed = request.seed;
   bool non_finite = false;
+  oom_in_vae_decode_ = false;
+  bool vae_decode_began = false;
   try {
     pipeline::StageFences fences(ctx);
     std::string current_stage;
@@ -192,6 +194,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       current_stage = next;
     };
     auto hook = [&](const std::string& stage, int step, int steps) {
+      if (stage == "vae decode") vae_decode_began = true;
       const std::string ended = current_stage;
       close_stage(stage);
       fences.mark(ended);
@@ -247,8 +250,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       latent_weights.insert(latent_weights.end(), {"vae.encoder.", "vae.quant_conv.", "taesd.encoder."});
     check_finite(ctx, out.latents, unet_what, "the final latents", weights, latent_weights, non_finite);
     if (out.image_vae.defined())
-      check_finite(ctx, out.image_vae, "the VAE decoder", "the image", weights, {"vae.decoder.", "vae.post_quant_conv."},
-                   non_finite);
+      check_finite(ctx, out.image_vae, "the VAE decoder", "the image", weights,
+                   {"vae.decoder.", "vae.post_quant_conv."}, non_finite);
     if (out.image_taesd.defined())
       check_finite(ctx, out.image_taesd, "the TAESD decoder", "the image", weights, {"taesd.decoder."}, non_finite);
 
@@ -274,6 +277,11 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");
     close_stage({});
+    if (request.vae_tiling == VaeTiling::Always && request.decoder != Decoder::Tiny) {
+      const std::vector<std::int64_t> shape = pipeline_->latent_shape(W, H);
+      const int tile = request.vae_tile ? request.vae_tile : pipeline::auto_vae_tile(shape);
+      if (tile < shape[1] || tile < shape[2]) result.vae_tile = tile;
+    }
     result.timings.tokenize_ms = out.tokenize_ms;
     result.timings.text_cache_hit = out.text_cache_hit;
     result.warnings.insert(result.warnings.begin(), pending_warnings_.begin(), pending_warnings_.end());
@@ -293,6 +301,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       if (e.kind() == ErrorKind::OutOfMemory) {
         pipeline_->prompt_cache().clear();
         ctx.trim_pool();
+        oom_in_vae_decode_ = vae_decode_began;
       }
       throw;
     }
@@ -321,10 +330,30 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
     // Impl::generate has already dropped the cached prompt embeddings and the pool's free buffers. The second
     // try computes the same thing in the same order, so the pixels are those the first would have given.
     log::get("engine")->warn("device memory ran out ({}); caches freed, trying once more", e.message());
-    Result result = impl_->generate(request, on_progress, cancel);
-    result.warnings.push_back("the device ran out of memory on the first try (" + e.message() +
-                              "); the engine freed its caches and the second try succeeded");
-    return result;
+    try {
+      Result result = impl_->generate(request, on_progress, cancel);
+      result.warnings.push_back("the device ran out of memory on the first try (" + e.message() +
+                                "); the engine freed its caches and the second try succeeded");
+      return result;
+    } catch (const Error& again) {
+      if (again.kind() != ErrorKind::OutOfMemory || !impl_->oom_in_vae_decode_ || request.vae_tiling != VaeTiling::Auto)
+        throw;
+      // The whole decode does not fit: decode in tiles, which needs a fraction of the memory. The image then
+      // differs from a whole decode (the decoder's GroupNorm sees one tile at a time), and the result says so.
+      Request tiled = request;
+      tiled.vae_tiling = VaeTiling::Always;
+      tiled.vae_tile = request.vae_tile
+                           ? request.vae_tile
+                           : pipeline::auto_vae_tile(impl_->pipeline().latent_shape(request.width, request.height));
+      log::get("engine")->warn("the VAE decode does not fit into device memory ({}); decoding in tiles of {} latents",
+                               again.message(), tiled.vae_tile);
+      Result result = impl_->generate(tiled, on_progress, cancel);
+      const int px = tiled.vae_tile * impl_->pipeline().vae_scale_factor();
+      result.warnings.push_back("the device ran out of memory decoding the image (" + again.message() +
+                                "); the VAE decoded it in overlapping tiles of " + std::to_string(px) + "×" +
+                                std::to_string(px) + " pixels instead, which is not pixel-identical to a whole decode");
+      return result;
+    }
   }
 }
 

@@ -35,6 +35,8 @@ struct Engine::Impl {
   LoadTimings load_;
   std::unique_ptr<cl::Context> ctx_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
+  // Set by a generate() that ran out of device memory once the VAE decode had begun: the engine may try tiles.
+  bool oom_in_vae_decode_ = false;
   bool needs_reopen_ = false;  // set when the device failed; the next generate() rebuilds context and models
   std::vector<std::string> pending_warnings_;  // from opening (an fp16 fallback): given with the next Result
 };

@@ -1,7 +1,9 @@
 #include "pipeline/pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
 
+#include "pipeline/vae_tiling.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::pipeline {
@@ -134,7 +136,12 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
 
   if (request.decoder == Decoder::Full || request.decoder == Decoder::Both) {
     stage("vae decode");
-    out.image_vae = (*models_.vae_decoder)(ctx_, latents);  // [3, H, W]
+    const int tile = request.vae_tile ? request.vae_tile : auto_vae_tile(shape);
+    // As diffusers: latents no larger than a tile are decoded whole.
+    if (request.vae_tiling == VaeTiling::Always && (tile < shape[1] || tile < shape[2]))
+      out.image_vae = decode_vae_in_tiles(latents, tile);
+    else
+      out.image_vae = (*models_.vae_decoder)(ctx_, latents);  // [3, H, W]
   }
   if (request.decoder == Decoder::Tiny || request.decoder == Decoder::Both) {
     if (!models_.taesd_decoder)
@@ -145,6 +152,28 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   }
   out.latents = std::move(latents);
   return out;
+}
+
+int auto_vae_tile(const std::vector<std::int64_t>& latent_shape) {
+  const int longer = static_cast<int>(std::max(latent_shape[1], latent_shape[2]));
+  return std::clamp(longer / 2 / 4 * 4, 8, 64);
+}
+
+nn::Tensor Pipeline::decode_vae_in_tiles(const nn::Tensor& latents, int tile) {
+  const int L = static_cast<int>(latents.dim(0)), h = static_cast<int>(latents.dim(1)),
+            w = static_cast<int>(latents.dim(2));
+  const int f = vae_scale_factor();
+  // Only one tile's activations live at a time; what the whole decode had left in the pool is released first.
+  ctx_.trim_pool();
+  const std::vector<float> host = nn::download(ctx_, latents);
+  const TiledShape shape{vae_config_.out_channels, f};
+  std::vector<float> image =
+      decode_in_tiles(host, L, h, w, tile, shape, [&](const std::vector<float>& part, int th, int tw) {
+        const nn::Tensor decoded = (*models_.vae_decoder)(ctx_, nn::upload(ctx_, part, {L, th, tw}));
+        return nn::download(ctx_, decoded);
+      });
+  return nn::upload(ctx_, image,
+                    {vae_config_.out_channels, static_cast<std::int64_t>(h) * f, static_cast<std::int64_t>(w) * f});
 }
 
 nn::Tensor Pipeline::initial_latents_img2img(const Request& request, const EulerSchedule& schedule, int begin_index,

@@ -64,6 +64,10 @@ struct DeviceOutputs {
   std::vector<float> init_mean, init_std;
 };
 
+// The tile VaeTiling::Always uses when Request::vae_tile is 0: half the longer side of the latents [L, h, w], a
+// multiple of 4 from 8 to 64 (a quarter of the memory of a whole decode or less, at 512 pixels and above).
+int auto_vae_tile(const std::vector<std::int64_t>& latent_shape);
+
 class Pipeline {
  public:
   Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models, std::size_t prompt_cache_entries = 16);
@@ -88,6 +92,9 @@ class Pipeline {
   const EulerDiscreteScheduler& scheduler() const { return scheduler_; }
   const text::ClipTokenizer& tokenizer() const { return tokenizer_; }
   PromptCache& prompt_cache() { return prompt_cache_; }
+
+  // The VAE image decoded in tiles of `tile` latents (see pipeline/vae_tiling.hpp). Synchronises once per tile.
+  nn::Tensor decode_vae_in_tiles(const nn::Tensor& latents, int tile);
 
  private:
   nn::Tensor initial_latents_img2img(const Request& request, const EulerSchedule& schedule, int begin_index,

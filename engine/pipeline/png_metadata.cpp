@@ -55,6 +55,7 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
     parameters += std::string(", Denoising strength: ") + strength;
   }
   if (taesd) parameters += ", VAE: TAESD";
+  if (!taesd && result.vae_tile > 0) parameters += ", VAE tiles: " + std::to_string(result.vae_tile * 8) + " px";
   parameters += ", Version: " + quote(std::string("sdturbo-studio ") + version());
 
   const pipeline::EulerSchedule schedule = pipeline_->scheduler().schedule(r.steps);
@@ -81,6 +82,7 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
       j["taesd"] = options_.taesd.empty() ? "(found next to the model)" : options_.taesd;
   }
   j["weights"] = options_.weights == WeightStorage::F32 ? "fp32" : "fp16";
+  if (result.vae_tile > 0 && !taesd) j["vae_tile"] = result.vae_tile;  // tiled: not a whole decode
   j["scheduler"] = {{"type", "EulerDiscreteScheduler"},
                     {"timestep_spacing", files_.scheduler.timestep_spacing},
                     {"timesteps", schedule.timesteps},

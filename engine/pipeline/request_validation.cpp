@@ -40,6 +40,10 @@ void check_request(const Request& r) {
     reject("steps " + std::to_string(r.steps) + " is not allowed: SD-Turbo runs 1 to " + std::to_string(kMaxSteps) +
                " Euler steps",
            "1 step is SD-Turbo's design point; 2 to 4 refine a little");
+  if (r.vae_tile != 0 && (r.vae_tile < 8 || r.vae_tile % 4 != 0 || r.vae_tile > kMaxSide / 8))
+    reject("a VAE tile of " + std::to_string(r.vae_tile) + " latents is not allowed: a multiple of 4 from 8 to " +
+               std::to_string(kMaxSide / 8) + " (0 chooses one)",
+           "a tile of 32 latents is 256 pixels");
   if (r.init_image) {
     const Image& image = *r.init_image;
     if (image.empty() || image.width <= 0 || image.height <= 0)

@@ -120,6 +120,19 @@ void arm_fault(std::string call, cl_int status, int skip, int times) {
   g_fault_armed = times != 0;
 }
 
+namespace {
+std::atomic<std::size_t> g_allocation_limit{0};
+}  // namespace
+
+void limit_allocations(std::size_t bytes) {
+  g_allocation_limit.store(bytes);
+}
+
+bool allocation_allowed(std::size_t bytes) {
+  const std::size_t limit = g_allocation_limit.load(std::memory_order_relaxed);
+  return limit == 0 || bytes <= limit;
+}
+
 void disarm_faults() {
   std::lock_guard lock(g_fault_mutex);
   g_fault_armed = false;

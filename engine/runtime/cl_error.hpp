@@ -7,6 +7,7 @@
 
 #include <CL/cl.h>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -31,5 +32,9 @@ void arm_fault(std::string call, cl_int status, int skip = 0, int times = 1);
 // completes, which to the host is exactly a kernel that never returns (the status passed is not used).
 inline constexpr const char* kHangFault = "<hang>";
 void disarm_faults();
+// Test-only: pooled buffers larger than `bytes` fail to allocate with CL_MEM_OBJECT_ALLOCATION_FAILURE, as on a
+// device with less memory; 0 lifts the limit. Lets a test run out of memory in one stage and not in the others.
+void limit_allocations(std::size_t bytes);
+bool allocation_allowed(std::size_t bytes);
 
 }  // namespace sdt::cl

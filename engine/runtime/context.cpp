@@ -115,10 +115,12 @@ Buffer Context::buffer(std::size_t bytes) {
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &status));
   status = inject(status, "clCreateBuffer");
+  if (!allocation_allowed(size)) status = CL_MEM_OBJECT_ALLOCATION_FAILURE;
   if (status != CL_SUCCESS) {
     // Free what the pool holds and try once more before giving up.
     trim_pool();
     mem = MemHandle(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &status));
+    if (!allocation_allowed(size)) status = CL_MEM_OBJECT_ALLOCATION_FAILURE;
     check(status, "clCreateBuffer", std::to_string(size) + " bytes (pooled)");
   }
   {

@@ -231,6 +231,31 @@ TEST(Cli, WatchdogTakesSecondsAndRefusesNegativeOnes) {
   EXPECT_TRUE(fs::exists(out));
 }
 
+// --vae-tiling and --vae-tile reach the engine (what tiles do is tested in tests/pipeline/test_vae_tiling.cpp): the
+// PNG says which tile decoded it, and choices that are not allowed are refused naming the option.
+TEST(Cli, VaeTilingIsChosenOnTheCommandLineAndRecordedInThePng) {
+  TempDir dir("sdt-test-cli");
+  const fs::path out = dir.path() / "tiled.png";
+  const CliRun ok = run_cli({"--model", fixture("model"), "--prompt", "x", "--width", "128", "--height", "128",
+                             "--vae-tiling", "always", "--vae-tile", "8", "--output", out.string()});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  std::vector<PngText> texts;
+  (void)read_png(out, &texts);
+  ASSERT_EQ(texts.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(texts[1].value).at("vae_tile"), 8) << texts[1].value;
+  const CliRun wrong = run_cli({"--model", fixture("model"), "--prompt", "x", "--vae-tiling", "sometimes", "--output",
+                                (dir.path() / "never.png").string()},
+                               false);
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("--vae-tiling"), std::string::npos) << wrong.err;
+  const CliRun odd = run_cli({"--model", fixture("model"), "--prompt", "x", "--vae-tile", "10", "--output",
+                              (dir.path() / "never.png").string()},
+                             false);
+  EXPECT_EQ(odd.exit_code, 1);
+  EXPECT_NE(odd.err.find("a multiple of 4"), std::string::npos) << odd.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "never.png"));
+}
+
 TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
   TempDir dir("sdt-test-cli");
   const std::string out = (dir.path() / "never.png").string();

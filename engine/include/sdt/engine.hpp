@@ -57,6 +57,14 @@ struct EngineOptions {
 // A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
 inline constexpr double kDefaultGpuWatchdogSeconds = 120.0;
 
+// How the VAE decodes (Decoder::Full and Both). Tiles need a fraction of a whole decode's device memory and are not
+// pixel-identical to it: the decoder's GroupNorm sees one tile at a time (diffusers' tiled_decode, same blending).
+enum class VaeTiling {
+  Auto,    // the whole image; in tiles only when the device runs out of memory during the decode (announced)
+  Never,   // the whole image, or Error (OutOfMemory)
+  Always,  // in tiles of Request::vae_tile latents
+};
+
 struct Request {
   std::string prompt;
   std::uint64_t seed = 0;
@@ -66,6 +74,8 @@ struct Request {
   Decoder decoder = Decoder::Full;
   std::optional<Image> init_image;  // img2img when set
   double strength = 0.5;  // img2img only, in (0, 1]; double: diffusers computes int(steps · strength) in double
+  VaeTiling vae_tiling = VaeTiling::Auto;
+  int vae_tile = 0;  // latents per tile side, a multiple of 4 from 8; 0: half the image's longer side, 8 to 64
 };
 
 // Milliseconds. Device stages come from OpenCL profiling events; host stages from a steady clock.
@@ -129,6 +139,7 @@ struct Result {
   int prompt_tokens = 0;                           // tokens the prompt made (without start/end tokens)
   int dropped_tokens = 0;                          // of those, how many did not fit into the 77 positions
   std::vector<std::string> warnings;               // things the user should know (truncated prompt, ...)
+  int vae_tile = 0;  // the tile the VAE image was decoded in, in latents; 0: the whole image at once
 };
 
 struct Progress {
