@@ -101,32 +101,31 @@ __kernel __attribute__((reqd_work_group_size(TRANSPOSE_TILE, TRANSPOSE_TILE, 1))
   if (b0 + ly < B && a0 + lx < A) y[(b0 + ly) * A + a0 + lx] = tile[lx][ly];
 }
 
-// Counts NaN and Inf entries of x into *count (which the host zeroes first). Tested on the exponent bits, so
+// Adds every work-item's `mine` to *count with one global atomic per work-group. Called by all work-items.
+void add_group_count(const int mine, __local int* group_count, __global int* count) {
+  if (get_local_id(0) == 0) *group_count = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (mine) atomic_add(group_count, mine);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && *group_count) atomic_add(count, *group_count);
+}
+
+// Counts NaN and Inf entries of x into counts[slot] (which the host zeroes first). Tested on the exponent bits, so
 // no compiler assumption about finite math can remove the test.   global (round_up(n, ls)), local (ls <= 256)
 __kernel void count_non_finite(const int n, __global const float* restrict x, __global int* restrict counts,
                                const int slot) {
-  __global int* count = counts + slot;
-  __local int local_count;
-  if (get_local_id(0) == 0) local_count = 0;
-  barrier(CLK_LOCAL_MEM_FENCE);
+  __local int group_count;
   int mine = 0;
   for (int i = get_global_id(0); i < n; i += get_global_size(0))
     mine += (as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
-  if (mine) atomic_add(&local_count, mine);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (get_local_id(0) == 0 && local_count) atomic_add(count, local_count);
+  add_group_count(mine, &group_count, counts + slot);
 }
 
 // The same for fp16 weights, read as their bits: exponent all ones is Inf or NaN.
 __kernel void count_non_finite_half(const int n, __global const ushort* restrict x, __global int* restrict counts,
                                     const int slot) {
-  __global int* count = counts + slot;
-  __local int local_count;
-  if (get_local_id(0) == 0) local_count = 0;
-  barrier(CLK_LOCAL_MEM_FENCE);
+  __local int group_count;
   int mine = 0;
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) mine += (x[i] & 0x7c00u) == 0x7c00u;
-  if (mine) atomic_add(&local_count, mine);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (get_local_id(0) == 0 && local_count) atomic_add(count, local_count);
+  add_group_count(mine, &group_count, counts + slot);
 }

@@ -306,6 +306,17 @@ GeneratedImage EngineWorker::package(const GenerationJob& job, int index, const 
 // ---------------------------------------------------------------------------------------------------------------
 // EngineHost (UI thread)
 
+template <typename... Args>
+void EngineHost::relay(void (EngineWorker::*from)(Args...), void (EngineHost::*to)(Args...)) {
+  connect(
+      worker_, from, this,
+      [this, to](Args... args) {
+        receive_handoff();
+        (this->*to)(args...);  // emits `to`
+      },
+      Qt::QueuedConnection);
+}
+
 EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   register_meta_types();
   thread_.setObjectName(QStringLiteral("engine"));
@@ -317,34 +328,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   connect(this, &EngineHost::request_generate, worker_, &EngineWorker::generate, Qt::QueuedConnection);
 
   // Every arrival from the worker first takes the hand-over lock (thread_handoff.hpp).
-  connect(
-      worker_, &EngineWorker::devices_listed, this,
-      [this](const QList<sdt::DeviceInfo>& devices) {
-        receive_handoff();
-        Q_EMIT devices_listed(devices);
-      },
-      Qt::QueuedConnection);
-  connect(
-      worker_, &EngineWorker::loading, this,
-      [this](const QString& what) {
-        receive_handoff();
-        Q_EMIT loading_started(what);
-      },
-      Qt::QueuedConnection);
-  connect(
-      worker_, &EngineWorker::progress, this,
-      [this](const ProgressInfo& info) {
-        receive_handoff();
-        Q_EMIT progress(info);
-      },
-      Qt::QueuedConnection);
-  connect(
-      worker_, &EngineWorker::image_ready, this,
-      [this](const GeneratedImage& image) {
-        receive_handoff();
-        Q_EMIT image_ready(image);
-      },
-      Qt::QueuedConnection);
+  relay(&EngineWorker::devices_listed, &EngineHost::devices_listed);
+  relay(&EngineWorker::loading, &EngineHost::loading_started);
+  relay(&EngineWorker::progress, &EngineHost::progress);
+  relay(&EngineWorker::image_ready, &EngineHost::image_ready);
   connect(
       worker_, &EngineWorker::loaded, this,
       [this](const EngineInfo& info) {

@@ -111,6 +111,9 @@ class EngineHost : public QObject {
 
  private:
   void settle(int delta_jobs, int delta_loads);
+  // Re-emits the worker's signal `from` as this object's `to` on the UI thread, after the hand-over lock.
+  template <typename... Args>
+  void relay(void (EngineWorker::*from)(Args...), void (EngineHost::*to)(Args...));
 
   QThread thread_;
   EngineWorker* worker_ = nullptr;  // lives on thread_; deleted by shutdown() once the thread has ended
