@@ -13,6 +13,13 @@
 namespace sdt::nn {
 namespace {
 
+// Where file weights are read before their upload: one buffer per thread, grown to the largest tensor and reused
+// (a fresh allocation per tensor would fault its pages in every time), freed by release_upload_staging().
+std::vector<std::byte>& upload_staging() {
+  thread_local std::vector<std::byte> staging;
+  return staging;
+}
+
 std::int64_t count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto d : shape) {
@@ -102,13 +109,20 @@ Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage
   const bool same_layout = (view.dtype == io::DType::F32 && storage == DType::F32) ||
                            (view.dtype == io::DType::F16 && storage == DType::F16);
   if (same_layout) {
-    const std::unique_ptr<std::byte[]> bytes(new std::byte[source_bytes]);  // not zeroed: read() fills it
-    view.read(0, source_bytes, bytes.get());
-    return make_persistent(ctx, std::move(target), storage, bytes.get());
+    // Memory the weight set owns (generated or converted weights) cannot shrink: it is uploaded as it is.
+    if (!view.file) return make_persistent(ctx, std::move(target), storage, view.data);
+    std::vector<std::byte>& staging = upload_staging();
+    if (staging.size() < source_bytes) staging.resize(source_bytes);
+    view.read(0, source_bytes, staging.data());
+    return make_persistent(ctx, std::move(target), storage, staging.data());
   }
   std::vector<float> f32(static_cast<std::size_t>(n));
   view.to_f32(f32.data());
   return upload_weight(ctx, f32, std::move(target), storage);
+}
+
+void release_upload_staging() {
+  std::vector<std::byte>().swap(upload_staging());
 }
 
 Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape, DType storage) {

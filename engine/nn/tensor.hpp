@@ -45,6 +45,8 @@ std::vector<float> download(cl::Context& ctx, const Tensor& t);
 // another shape of the same element count (1×1-conv attention weights of the LDM VAE become linear weights).
 Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage,
                      const std::vector<std::int64_t>& shape = {});
+// Frees the host buffer upload_weight() reads file weights into (kept between calls); call once a model is uploaded.
+void release_upload_staging();
 // A weight from fp32 host data (random models, converted tensors).
 Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape,
                      DType storage);

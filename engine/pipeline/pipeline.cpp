@@ -12,6 +12,9 @@ namespace sdt::pipeline {
 
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
                            const std::atomic<bool>* cancel) {
+  struct ReleaseStaging {
+    ~ReleaseStaging() { nn::release_upload_staging(); }  // also when loading fails or is cancelled
+  } release_staging;
   ResidentModels m;
   const nn::WeightScope root(ctx, files.weights, "", storage, cancel, &m.weights);
   m.text_encoder = std::make_unique<models::ClipTextEncoder>(root["text_encoder"], files.text_encoder);
