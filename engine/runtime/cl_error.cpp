@@ -122,6 +122,7 @@ void arm_fault(std::string call, cl_int status, int skip, int times) {
 
 namespace {
 std::atomic<std::size_t> g_allocation_limit{0};
+std::atomic<std::size_t> g_largest_allocation{0};
 }  // namespace
 
 void limit_allocations(std::size_t bytes) {
@@ -129,8 +130,19 @@ void limit_allocations(std::size_t bytes) {
 }
 
 bool allocation_allowed(std::size_t bytes) {
+  std::size_t largest = g_largest_allocation.load(std::memory_order_relaxed);
+  while (bytes > largest && !g_largest_allocation.compare_exchange_weak(largest, bytes)) {
+  }
   const std::size_t limit = g_allocation_limit.load(std::memory_order_relaxed);
   return limit == 0 || bytes <= limit;
+}
+
+std::size_t largest_allocation() {
+  return g_largest_allocation.load();
+}
+
+void reset_largest_allocation() {
+  g_largest_allocation.store(0);
 }
 
 void disarm_faults() {

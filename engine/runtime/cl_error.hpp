@@ -35,6 +35,10 @@ void disarm_faults();
 // Test-only: pooled buffers larger than `bytes` fail to allocate with CL_MEM_OBJECT_ALLOCATION_FAILURE, as on a
 // device with less memory; 0 lifts the limit. Lets a test run out of memory in one stage and not in the others.
 void limit_allocations(std::size_t bytes);
+// Says whether a pooled buffer of `bytes` may be made, and records the largest asked for since the last reset, so
+// that a test can set the limit from what this device's kernels really allocate.
 bool allocation_allowed(std::size_t bytes);
+std::size_t largest_allocation();
+void reset_largest_allocation();
 
 }  // namespace sdt::cl

@@ -184,17 +184,33 @@ TEST(VaeTiling, TilesMakeAnImageOfTheRightSizeNamedInTheMetadata) {
   EXPECT_FALSE(nlohmann::json::parse(engine.png_metadata(request, whole)[1].value).contains("vae_tile"));
 }
 
-// A device on which no buffer over 2 MiB fits: the fixture's text encoder, UNet and a 64-pixel tile of the VAE
-// stay under it at 128×128, its whole decode (4 MiB buffers) does not.
+// A device with less memory, simulated by refusing pooled buffers above a size. The size is measured here, on the
+// test device, as the largest buffer a tiled generation asks for (its text encoder, UNet and one 64-pixel tile):
+// the whole decode at 128×128 asks for larger ones, so with that limit only the whole decode runs out of memory.
 class SmallDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    // What the pool holds from earlier tests would be reused: a small device never had it.
-    fixture_engine().impl().pipeline().prompt_cache().clear();
-    fixture_engine().impl().context().trim_pool();
-    cl::limit_allocations(2u << 20);
+    limit_ = largest_buffer(fixture_sized(128, VaeTiling::Always, 8));
+    const std::size_t whole = largest_buffer(fixture_sized(128, VaeTiling::Never, 0));
+    std::printf("  largest buffer at 128x128: %zu bytes in tiles of 64 px, %zu bytes whole\n", limit_, whole);
+    ASSERT_LT(limit_, whole) << "the whole decode asks for no larger buffer than the tiles: nothing to test";
+    fresh_pool();
+    cl::limit_allocations(limit_);
   }
   void TearDown() override { cl::limit_allocations(0); }
+
+  // What the pool holds from earlier requests would be reused: a small device never had it.
+  static void fresh_pool() {
+    fixture_engine().impl().pipeline().prompt_cache().clear();
+    fixture_engine().impl().context().trim_pool();
+  }
+  static std::size_t largest_buffer(const Request& request) {
+    fresh_pool();
+    cl::reset_largest_allocation();
+    (void)fixture_engine().generate(request);
+    return cl::largest_allocation();
+  }
+  std::size_t limit_ = 0;
 };
 
 TEST_F(SmallDevice, AutoFallsBackToTilesWhenTheWholeDecodeDoesNotFitAndSaysSo) {
