@@ -206,17 +206,15 @@ ImageParameters parse_image_parameters(const std::vector<sdt::PngText>& texts) {
       a1111 = value;
       continue;
     }
+    if (t.key == kTimingsChunk) {  // images saved before the timings moved to a sidecar
+      add_timings_json(value.toUtf8(), out);
+      continue;
+    }
     if (!value.trimmed().startsWith(QLatin1Char('{'))) continue;
     QJsonParseError error{};
     const auto doc = QJsonDocument::fromJson(value.toUtf8(), &error);
     if (error.error != QJsonParseError::NoError || !doc.isObject()) continue;
-    if (t.key == kTimingsChunk) {
-      const QJsonObject o = doc.object();
-      if (out.device.isEmpty()) out.device = o.value(QLatin1String("device")).toString();
-      if (out.timings.isEmpty()) read_timings(o, out);
-    } else {
-      read_json(doc.object(), out);
-    }
+    read_json(doc.object(), out);
   }
   out.parameters_text = a1111;
   if (!a1111.isEmpty()) read_a1111(a1111, out);

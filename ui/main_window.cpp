@@ -165,8 +165,7 @@ void MainWindow::build_menus() {
   file->addAction(tr("&Open Gallery Folder"), this, [this] {
     // The same rule as saving: a gallery whose drive is gone is not made again elsewhere.
     const QString folder = settings_->gallery_folder();
-    const QString problem = make_gallery_folder(
-        folder, settings_->gallery_folder_is_default() ? MakeFolder::WithParents : MakeFolder::OnlyLast);
+    const QString problem = make_gallery_folder(folder, gallery_folder_rule());
     if (!problem.isEmpty()) {
       error_bar_->show_message(MessageBar::Level::Error,
                                tr("The gallery cannot be opened: %1.").arg(problem.toHtmlEscaped()));
@@ -254,6 +253,12 @@ void MainWindow::rebuild_recent_menu() {
   for (const QString& path : recent)
     recent_menu_->addAction(QDir::toNativeSeparators(path), this, [this, path] { settings_->set_model(path); });
   recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+MakeFolder MainWindow::gallery_folder_rule() const {
+  // Only the default gallery is made with the folders above it (the Pictures folder may not exist yet); a chosen
+  // one whose parent is gone is on a removed drive or was moved, and is not made again somewhere else.
+  return settings_->gallery_folder_is_default() ? MakeFolder::WithParents : MakeFolder::OnlyLast;
 }
 
 void MainWindow::update_kernel_cache_menu() {

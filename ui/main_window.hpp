@@ -18,6 +18,7 @@
 #include "ui/compare_view.hpp"
 #include "ui/controls_panel.hpp"
 #include "ui/engine_worker.hpp"
+#include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
 #include "ui/gallery_panel.hpp"
 #include "ui/image_view.hpp"
@@ -101,6 +102,8 @@ class MainWindow : public QMainWindow {
   void choose_gallery_folder();
   void rebuild_recent_menu();
   void update_kernel_cache_menu();
+  // How a missing gallery folder may be made (see make_gallery_folder): the same when saving and when opening it.
+  MakeFolder gallery_folder_rule() const;
   void write_timings_beside(const QString& image_path, const GeneratedImage& image);
 
   Settings* settings_ = nullptr;

@@ -209,9 +209,7 @@ void MainWindow::save_to_gallery(const GeneratedImage& image) {
   QList<QPair<QString, QByteArray>> files = {
       {gallery_file_stem(now, image.request.seed, compare ? QStringLiteral("-vae") : QString()), image.png}};
   if (compare) files.append({gallery_file_stem(now, image.request.seed, QStringLiteral("-taesd")), image.png_tiny});
-  // Only the default gallery is made with the folders above it (the Pictures folder may not exist yet); a chosen
-  // one whose parent is gone is on a removed drive or was moved, and is not made again somewhere else.
-  const MakeFolder make = settings_->gallery_folder_is_default() ? MakeFolder::WithParents : MakeFolder::OnlyLast;
+  const MakeFolder make = gallery_folder_rule();
   for (const auto& [stem, png] : files) {
     const SaveOutcome outcome = save_png_unique(folder, stem, png, make);
     if (!outcome.ok()) {

@@ -41,6 +41,9 @@ class MappedFile {
 
  private:
   struct Handles;
+  // Throws sdt::Error (Internal) when [offset, offset + n) is not inside the file as opened (read()'s callers
+  // compute offsets from validated headers: this is a bug check).
+  void check_range(std::size_t offset, std::size_t n) const;
   MappedFile() = default;
 
   std::filesystem::path path_;

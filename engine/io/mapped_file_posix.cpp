@@ -70,10 +70,7 @@ MappedFile::~MappedFile() {
 
 void MappedFile::read(std::size_t offset, std::size_t n, void* out) const {
   check_intact();
-  if (offset > size_ || n > size_ - offset)
-    throw Error(ErrorKind::Internal, "read of bytes " + std::to_string(offset) + " + " + std::to_string(n) +
-                                         " past the end of " + path_to_utf8(path_) + " (" +
-                                         std::to_string(size_) + " bytes)");
+  check_range(offset, n);
   auto* dst = static_cast<char*>(out);
   std::size_t done = 0;
   while (done < n) {

@@ -78,10 +78,7 @@ MappedFile::~MappedFile() {
 void MappedFile::check_intact() const {}
 
 void MappedFile::read(std::size_t offset, std::size_t n, void* out) const {
-  if (offset > size_ || n > size_ - offset)
-    throw Error(ErrorKind::Internal, "read of bytes " + std::to_string(offset) + " + " + std::to_string(n) +
-                                         " past the end of " + path_to_utf8(path_) + " (" +
-                                         std::to_string(size_) + " bytes)");
+  check_range(offset, n);
   if (n) std::memcpy(out, data_ + offset, n);  // the file cannot shrink while mapped here
 }
 

@@ -100,6 +100,14 @@ float bf16_to_float(std::uint16_t b) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
+// The bounds check of MappedFile::read, shared by its POSIX and Windows versions.
+void MappedFile::check_range(std::size_t offset, std::size_t n) const {
+  if (offset > size_ || n > size_ - offset)
+    throw Error(ErrorKind::Internal, "read of bytes " + std::to_string(offset) + " + " + std::to_string(n) +
+                                         " past the end of " + path_to_utf8(path_) + " (" + std::to_string(size_) +
+                                         " bytes)");
+}
+
 void TensorView::read(std::size_t offset, std::size_t n, void* out) const {
   if (offset > bytes || n > bytes - offset)
     throw Error(ErrorKind::Internal, "tensor " + describe() + ": read of bytes " + std::to_string(offset) + " + " +
@@ -122,22 +130,25 @@ void TensorView::to_f32(float* out) const {
     read(0, n * 4, out);
     return;
   }
-  if (!file) {  // memory the weight set owns: widened in place, no copy first
-    for (std::size_t i = 0; i < n; ++i) {
+  // Halves (fp16 or bf16) widened from `src`, which need not be aligned.
+  auto widen = [&](const std::byte* src, std::size_t count, float* dst) {
+    for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t h;
-      std::memcpy(&h, data + 2 * i, 2);
-      out[i] = dtype == DType::F16 ? half_to_float(h) : bf16_to_float(h);
+      std::memcpy(&h, src + 2 * i, 2);
+      dst[i] = dtype == DType::F16 ? half_to_float(h) : bf16_to_float(h);
     }
+  };
+  if (!file) {  // memory the weight set owns: widened in place, no copy first
+    widen(data, n, out);
     return;
   }
   // From a file: halves are read in chunks into a small buffer and widened from there.
   constexpr std::size_t kChunk = 1 << 16;
-  std::vector<std::uint16_t> halves(std::min(n, kChunk));
+  std::vector<std::byte> chunk(2 * std::min(n, kChunk));
   for (std::size_t first = 0; first < n; first += kChunk) {
     const std::size_t count = std::min(kChunk, n - first);
-    read(2 * first, 2 * count, halves.data());
-    for (std::size_t i = 0; i < count; ++i)
-      out[first + i] = dtype == DType::F16 ? half_to_float(halves[i]) : bf16_to_float(halves[i]);
+    read(2 * first, 2 * count, chunk.data());
+    widen(chunk.data(), count, out + first);
   }
 }
 

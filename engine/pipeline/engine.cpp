@@ -277,11 +277,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");
     close_stage({});
-    if (request.vae_tiling == VaeTiling::Always && request.decoder != Decoder::Tiny) {
-      const std::vector<std::int64_t> shape = pipeline_->latent_shape(W, H);
-      const int tile = request.vae_tile ? request.vae_tile : pipeline::auto_vae_tile(shape);
-      if (tile < shape[1] || tile < shape[2]) result.vae_tile = tile;
-    }
+    result.vae_tile = out.vae_tile;
     result.timings.tokenize_ms = out.tokenize_ms;
     result.timings.text_cache_hit = out.text_cache_hit;
     result.warnings.insert(result.warnings.begin(), pending_warnings_.begin(), pending_warnings_.end());
@@ -342,13 +338,16 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
       // differs from a whole decode (the decoder's GroupNorm sees one tile at a time), and the result says so.
       Request tiled = request;
       tiled.vae_tiling = VaeTiling::Always;
-      tiled.vae_tile = request.vae_tile
-                           ? request.vae_tile
-                           : pipeline::auto_vae_tile(impl_->pipeline().latent_shape(request.width, request.height));
-      log::get("engine")->warn("the VAE decode does not fit into device memory ({}); decoding in tiles of {} latents",
-                               again.message(), tiled.vae_tile);
+      log::get("engine")->warn("the VAE decode does not fit into device memory ({}); decoding it in tiles",
+                               again.message());
       Result result = impl_->generate(tiled, on_progress, cancel);
-      const int px = tiled.vae_tile * impl_->pipeline().vae_scale_factor();
+      // Latents no larger than a tile are decoded whole even so: then this was merely a third try.
+      if (result.vae_tile == 0) {
+        result.warnings.push_back("the device ran out of memory twice (" + again.message() +
+                                  "); the engine freed its caches and the third try succeeded");
+        return result;
+      }
+      const int px = result.vae_tile * impl_->pipeline().vae_scale_factor();
       result.warnings.push_back("the device ran out of memory decoding the image (" + again.message() +
                                 "); the VAE decoded it in overlapping tiles of " + std::to_string(px) + "×" +
                                 std::to_string(px) + " pixels instead, which is not pixel-identical to a whole decode");

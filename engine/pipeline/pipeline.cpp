@@ -141,10 +141,12 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
     stage("vae decode");
     const int tile = request.vae_tile ? request.vae_tile : auto_vae_tile(shape);
     // As diffusers: latents no larger than a tile are decoded whole.
-    if (request.vae_tiling == VaeTiling::Always && (tile < shape[1] || tile < shape[2]))
+    if (request.vae_tiling == VaeTiling::Always && (tile < shape[1] || tile < shape[2])) {
       out.image_vae = decode_vae_in_tiles(latents, tile);
-    else
+      out.vae_tile = tile;
+    } else {
       out.image_vae = (*models_.vae_decoder)(ctx_, latents);  // [3, H, W]
+    }
   }
   if (request.decoder == Decoder::Tiny || request.decoder == Decoder::Both) {
     if (!models_.taesd_decoder)

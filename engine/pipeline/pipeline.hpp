@@ -60,6 +60,7 @@ struct DeviceOutputs {
   nn::Tensor latents;                       // final latents [L, h, w]
   nn::Tensor image_vae;                     // [3, H, W] in about [−1, 1] (decoder Full or Both)
   nn::Tensor image_taesd;                   // [3, H, W] in about [0, 1] (decoder Tiny or Both)
+  int vae_tile = 0;                         // the tile image_vae was decoded in, in latents; 0: whole
   // img2img: the encoder's latent distribution (host, before scaling), kept for tests and diagnostics.
   std::vector<float> init_mean, init_std;
 };

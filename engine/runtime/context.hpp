@@ -151,7 +151,6 @@ class Context {
   // (a hung driver may never return from clFinish or clReleaseCommandQueue).
   void wait(cl_event event, std::string_view what);
   bool hung() const { return hung_; }
-  std::chrono::milliseconds watchdog() const { return watchdog_; }
 
   // ---- profiling ----
   // Launches are labelled with the current stage; with recording on, each launch keeps its event.
@@ -177,6 +176,8 @@ class Context {
   void set_arg(cl_kernel kernel, cl_uint index, cl_mem mem);
   std::string kernel_name(cl_kernel kernel) const;
   void enqueue(cl_kernel kernel, const Range& global, const Range& local);
+  // Throws Error (Device) once the watchdog has declared the device hung.
+  void throw_if_hung() const;
 
   DeviceHandle device_;
   ContextHandle context_;

@@ -78,6 +78,13 @@ QString test_kernel_cache(const QTemporaryDir& root) {
 constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
 constexpr int kGenerateTimeoutMs = 120000;
 
+// Shows the window and waits until its model is open; false (the error bar says why) when it does not open.
+bool show_and_wait_for_the_model(MainWindow& window) {
+  QSignalSpy ready(&window, &MainWindow::engine_ready);
+  window.show();
+  return ready.wait(kLoadTimeoutMs);
+}
+
 // The fixture's diffusers folder under `dir` with the VAE decoder's output bias NaN: every image it decodes is
 // NaN, which a careless pipeline would save as a black PNG. Only the edited file is a copy, never a link.
 QString model_with_nan_vae(const QString& dir) {
@@ -172,9 +179,7 @@ class ReliabilityUi : public QObject {
     auto settings = window_settings(root, fixture_model(), test_kernel_cache(root));
     settings->set_gallery_folder(gallery);
     MainWindow window(settings.get());
-    QSignalSpy ready(&window, &MainWindow::engine_ready);
-    window.show();
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
     QSignalSpy saved(&window, &MainWindow::image_saved);
     QSignalSpy save_failed(&window, &MainWindow::save_failed);
     QSignalSpy ended(&window, &MainWindow::generation_ended);
@@ -261,13 +266,9 @@ class ReliabilityUi : public QObject {
 
   void a_model_with_nan_weights_shows_the_stage_and_saves_nothing() {
     QTemporaryDir root;
-    const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-    auto settings = window_settings(root, model_with_nan_vae(root.path()),
-                                    shared.isEmpty() ? root.filePath(QStringLiteral("kernels")) : shared);
+    auto settings = window_settings(root, model_with_nan_vae(root.path()), test_kernel_cache(root));
     MainWindow window(settings.get());
-    QSignalSpy ready(&window, &MainWindow::engine_ready);
-    window.show();
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
     QSignalSpy failed(&window, &MainWindow::generation_failed);
     QSignalSpy shown(&window, &MainWindow::image_shown);
     QSignalSpy saved(&window, &MainWindow::image_saved);
@@ -285,13 +286,10 @@ class ReliabilityUi : public QObject {
     QTemporaryDir root;
     // Not ASCII: the folder reaches the engine as a path made from UTF-8, not through a narrow code page.
     const QString cache = root.filePath(QStringLiteral("my kernel cache – Zoë カーネル"));
-    auto settings =
-        window_settings(root, QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string()), cache);
+    auto settings = window_settings(root, fixture_model(), cache);
     QCOMPARE(settings->kernel_cache_dir(), cache);
     MainWindow window(settings.get());
-    QSignalSpy ready(&window, &MainWindow::engine_ready);
-    window.show();
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window.error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
     QSignalSpy saved(&window, &MainWindow::image_saved);
     window.generate();
     QVERIFY2(saved.wait(kGenerateTimeoutMs), qPrintable(window.error_bar()->text()));
