@@ -1,29 +1,39 @@
-// Tiled matrix multiply with fp32 accumulation: linear layers and convolutions (as implicit GEMM).
+// Tiled matrix multiply with fp32 accumulation: linear layers, convolutions (as implicit GEMM) and the batched
+// products of the Winograd convolution (kernels/winograd.cl). The portable path: plain fp32 FMAs, local memory
+// and barriers only, nothing that depends on a warp or wavefront size.
 //
 //   C(m, n) = act( sum_k A(m, k) * B(n, k) + bias[n] ) + residual(m, n)
 //
 // Letters: M rows of the product, N columns, K reduction length. B is always a weight [N, K] row-major (K
 // contiguous), fp32 or fp16 (WEIGHT_HALF); bias [N] likewise (BIAS_HALF). A_MODE says how A is read and where
 // C goes:
-//   0  linear:            A = x [M, K] row-major; C = y [M, N] row-major (N contiguous)
-//   1  1x1 conv, s1, p0:  A(m, k) = x[k, m] with x [C = K, H*W = M]; C = y [N = O, M] (M contiguous)
+//   0  linear:            A(m, k) = A[a_off + m*lda + k]; C(m, n) at C[c_off + m*ldc + n] (n contiguous)
+//   1  1x1 conv, s1, p0:  A(m, k) = A[a_off + k*lda + m] (x [C = K, H*W = M]); C(m, n) at C[c_off + n*ldc + m]
+//                         (m contiguous). Also the Winograd products: A = V [36][C][tiles], B = U [36][O][C].
 //   2  KSxKS conv:        A(m, k) = x[c, oy*s - pad_top + ky, ox*s - pad_left + kx] (zero outside the map),
 //                         m = oy*out_w + ox, k = (c*KS + ky)*KS + kx (the weight's [O, C, KS, KS] order);
-//                         with upsample = 1 the input map is read as its nearest-2x upsampling (never stored).
-//                         C = y [O, H'*W'] (M contiguous)
+//                         with upsample = 1 the input map is read as its nearest-2x upsampling (never stored);
+//                         with INPUT_NORM = 1 each value read inside the map becomes x*norm[2c] + norm[2c+1], then
+//                         SiLU when norm_silu (a group norm applied in the gather; the padding stays zero, as when
+//                         torch pads the normalised map). C as in mode 1.
 // So a convolution is the product of its weight and an im2col matrix that is only ever formed one tile at a
 // time in local memory: the 2.4 GB im2col matrix of a 512^2 VAE layer never exists.
+// Batches: work-group z = batch * splits + split; batch b reads A at a_off + b*batch_a, B at b_off + b*batch_b
+// and writes C at c_off + b*batch_c (the 36 Winograd products are one launch).
 //
 // Tiling: a work-group computes a GEMM_TM x GEMM_TN tile of C with (GEMM_TM/GEMM_WM) x (GEMM_TN/GEMM_WN)
-// work-items, each holding a GEMM_WM x GEMM_WN register tile; K advances GEMM_TK at a time through local
-// memory. Along C's contiguous axis (n in mode 0, m in modes 1 and 2: the "fast" axis, work-item dimension 0)
-// each work-item owns FW consecutive outputs held as one floatFW vector, so the inner loop is one vector load
-// from local memory, SW scalar loads and SW vector multiply-adds: explicit SIMD on CPUs (PoCL vectorises
-// nothing across work-items here) and 128-bit local loads on GPUs. FW and SW must be 2, 4, 8 or 16.
-// Split-K: with partial != null, work-group z sums only k in [z*k_chunk, (z+1)*k_chunk) and stores its raw sums
-// in partial[z][M*N] (C's layout without offset or stride); gemm_splitk_reduce then adds the slices in a fixed
-// order (results are the same on every run) and applies bias, activation and residual. The host splits K when
-// the M x N tiles alone are too few to fill the device (the text encoder's 77 rows, the UNet's 8x8 maps).
+// work-items, each holding GEMM_WM x GEMM_WN outputs; K advances GEMM_TK at a time through local memory, double
+// buffered: the next K tile is loaded from global memory into registers (4-wide vector loads where the rows are
+// aligned) while the current one is multiplied, then stored to the other local buffer, one barrier per K step.
+// Along C's contiguous axis (n in mode 0, m in modes 1 and 2: the "fast" axis, work-item dimension 0) each
+// work-item's outputs are held as floatGEMM_VW vectors: FW/VW chunks of VW consecutive outputs, the chunks of
+// neighbouring work-items adjacent (so a chunk's local loads are conflict-free 128-bit loads on GPUs, and one
+// chunk of 8 or 16 is explicit SIMD on CPUs, where PoCL vectorises nothing across work-items here). The slow
+// axis is laid out the same way with its own chunks of VW.
+// Split-K: with raw_sums = 1 the group sums only k in [split*k_chunk, (split+1)*k_chunk) and stores its raw sums
+// at C + split*split_stride (the host passes a workspace as C, in a layout of its choice); gemm_splitk_reduce, or
+// the Winograd output transform, then adds the slices in a fixed order (the same bits on every run) and applies
+// bias, activation and residual.
 // Bounds are checked everywhere: any M, N, K works (conv_out's N = 3, conv_in's K = 36). Indices are int: the
 // host rejects tensors of 2^31 elements or more.
 
@@ -42,6 +52,9 @@
 #ifndef GEMM_WN
 #define GEMM_WN 4
 #endif
+#ifndef GEMM_VW
+#define GEMM_VW 4  // chunk width along both axes: 4 on GPUs (128-bit local loads), 8 on CPUs
+#endif
 #ifndef GEMM_PAD
 #define GEMM_PAD 4  // local rows padded by this many floats (a multiple of 4 keeps vector loads aligned)
 #endif
@@ -51,6 +64,9 @@
 #ifndef CONV_KS
 #define CONV_KS 3
 #endif
+#ifndef INPUT_NORM
+#define INPUT_NORM 0
+#endif
 
 #define RTM (GEMM_TM / GEMM_WM)  // work-items along m
 #define RTN (GEMM_TN / GEMM_WN)  // work-items along n
@@ -59,27 +75,40 @@
 #if GEMM_TM % GEMM_WM != 0 || GEMM_TN % GEMM_WN != 0
 #error "GEMM_TM/GEMM_TN must be multiples of GEMM_WM/GEMM_WN"
 #endif
-#if NT % GEMM_TK != 0 || NT % GEMM_TM != 0
-#error "the work-group size must be a multiple of GEMM_TK and GEMM_TM (each work-item loads fixed rows)"
+#if GEMM_WM % GEMM_VW != 0 || GEMM_WN % GEMM_VW != 0
+#error "GEMM_WM and GEMM_WN must be multiples of GEMM_VW"
+#endif
+#if (GEMM_TM * GEMM_TK) % (4 * NT) != 0 || (GEMM_TN * GEMM_TK) % (4 * NT) != 0 || GEMM_TK % 4 != 0
+#error "each work-item loads whole 4-wide chunks of both tiles"
+#endif
+#if A_MODE == 2 && (GEMM_TM * GEMM_TK) % NT != 0
+#error "each work-item gathers the same number of A elements"
 #endif
 
 #if A_MODE == 0
 #define FW GEMM_WN  // fast axis n
 #define SW GEMM_WM
-#define LOCAL_SIZE_X RTN
-#define LOCAL_SIZE_Y RTM
+#define RTF RTN
+#define RTS RTM
+#define FAST_TILE Bs
+#define SLOW_TILE As
 #else
 #define FW GEMM_WM  // fast axis m
 #define SW GEMM_WN
-#define LOCAL_SIZE_X RTM
-#define LOCAL_SIZE_Y RTN
+#define RTF RTM
+#define RTS RTN
+#define FAST_TILE As
+#define SLOW_TILE Bs
 #endif
+#define VW GEMM_VW
+#define QF (FW / VW)  // chunks per work-item along the fast axis
+#define QS (SW / VW)  // and along the slow axis
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
-#define VEC CAT(float, FW)
-#define VLOAD CAT(vload, FW)
-#define VSTORE CAT(vstore, FW)
+#define VEC CAT(float, VW)
+#define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
 
 #if WEIGHT_HALF
 #define W_T half
@@ -108,138 +137,252 @@ inline float apply_act(float v, int act) {
   return v;
 }
 
-// A: see A_MODE; B: [N, K] weight; bias: [N] or null; residual: C's shape or null; C: the output.
-// a_off/lda, b_off/ldb, c_off/ldc: element offset and row stride of A, B and C (heads inside a wider
-// [T, heads*D] tensor; plain layers pass 0 and K, K, N; the residual shares C's layout). a_off/lda and
-// c_off/ldc apply to mode 0 only; b_off/ldb to every mode (convolutions pass 0 and K).
+#define A_CHUNKS ((GEMM_TM * GEMM_TK) / (4 * NT))  // 4-wide chunks of the A tile per work-item
+#define B_CHUNKS ((GEMM_TN * GEMM_TK) / (4 * NT))
+#define A_GATHER ((GEMM_TM * GEMM_TK) / NT)  // mode 2: single elements per work-item
+
+// Four consecutive weights B[i .. i+3] of one row that ends at row_end (exclusive), as fp32; zeros past the end.
+// vec: the row is 4-aligned (vloada_half4 needs 8 bytes, a float4 16), so whole chunks load as one vector.
+inline float4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
+  if (vec && i + 3 < row_end) {
+#if WEIGHT_HALF
+    return vloada_half4(0, B + i);
+#else
+    return *(__global const float4*)(B + i);
+#endif
+  }
+  float4 v = (float4)(0.0f);
+  if (i < row_end) v.s0 = LOAD_W(B, i);
+  if (i + 1 < row_end) v.s1 = LOAD_W(B, i + 1);
+  if (i + 2 < row_end) v.s2 = LOAD_W(B, i + 2);
+  if (i + 3 < row_end) v.s3 = LOAD_W(B, i + 3);
+  return v;
+}
+
+// The same for activations.
+inline float4 load_a4(__global const float* restrict A, int i, int row_end, int vec) {
+  if (vec && i + 3 < row_end) return *(__global const float4*)(A + i);
+  float4 v = (float4)(0.0f);
+  if (i < row_end) v.s0 = A[i];
+  if (i + 1 < row_end) v.s1 = A[i + 1];
+  if (i + 2 < row_end) v.s2 = A[i + 2];
+  if (i + 3 < row_end) v.s3 = A[i + 3];
+  return v;
+}
+
+// A: see A_MODE; B: [N, K] weight; bias: [N] or null; residual: C's layout or null; C: the output (or, with
+// raw_sums, the split-K workspace). a_off/lda, b_off/ldb, c_off/ldc: element offset and row stride of A, B and C
+// (mode 2 ignores a_off/lda: the geometry says where x's elements are). a_vec/b_vec/c_vec: the host's promise that
+// those offsets, strides and batch strides are multiples of 4, so 4-wide vector accesses are aligned.
 // in_h, in_w, out_w, stride, pad_top, pad_left, upsample: conv geometry (mode 2 only; in_h/in_w are the stored
-// map's size, before the virtual upsampling). k_chunk: the K range of one split (a multiple of GEMM_TK, >= K
-// without splitting); partial: the split-K workspace [splits, M*N] or null.
-// global (fast tiles * LOCAL_SIZE_X, slow tiles * LOCAL_SIZE_Y, splits).
-__kernel __attribute__((reqd_work_group_size(LOCAL_SIZE_X, LOCAL_SIZE_Y, 1))) void gemm(
+// map's size, before the virtual upsampling). norm: [C, 2] (scale, shift) per input channel, read with
+// INPUT_NORM only. k_chunk: the K range of one split (a multiple of GEMM_TK, >= K without splitting).
+// global (fast tiles * RTF, slow tiles * RTS, batches * splits), local (RTF, RTS, 1).
+__kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int M, const int N, const int K, __global const float* restrict A, __global const W_T* restrict B,
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
-    const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
-    const int upsample, const int k_chunk, __global float* restrict partial) {
-  __local float As[GEMM_TK][GEMM_TM + GEMM_PAD];
-  __local float Bs[GEMM_TK][GEMM_TN + GEMM_PAD];
+    const int a_vec, const int b_vec, const int c_vec, const int in_h, const int in_w, const int out_w,
+    const int stride, const int pad_top, const int pad_left, const int upsample, const int k_chunk,
+    const int splits, const int raw_sums, const int split_stride, const int batch_a, const int batch_b,
+    const int batch_c, __global const float* restrict norm, const int norm_silu) {
+  __local float As[2][GEMM_TK][GEMM_TM + GEMM_PAD] __attribute__((aligned(16)));
+  __local float Bs[2][GEMM_TK][GEMM_TN + GEMM_PAD] __attribute__((aligned(16)));
 
   const int tf = get_local_id(0), ts = get_local_id(1);  // fast and slow work-item coordinates
+  const int tid = ts * RTF + tf;
 #if A_MODE == 0
   const int n0 = get_group_id(0) * GEMM_TN, m0 = get_group_id(1) * GEMM_TM;
-  const int tid = ts * RTN + tf;
 #else
   const int m0 = get_group_id(0) * GEMM_TM, n0 = get_group_id(1) * GEMM_TN;
-  const int tid = ts * RTM + tf;
 #endif
-
-  // Each work-item loads fixed rows of the A and B tiles; their row coordinates are computed once.
-#if A_MODE == 0
-  const int a_k = tid % GEMM_TK;  // k within the tile
-  const int a_m = tid / GEMM_TK;  // first m within the tile; then every NT / GEMM_TK
-#else
-  const int a_m = tid % GEMM_TM;  // m within the tile (consecutive work-items: consecutive pixels)
-  const int a_k = tid / GEMM_TM;  // first k within the tile; then every NT / GEMM_TM
-  const int m_a = m0 + a_m;
-  const bool m_ok = m_a < M;
-#if A_MODE == 2
-  const int oy = m_ok ? m_a / out_w : 0;
-  const int ox = m_ok ? m_a - oy * out_w : 0;
-  const int iy0 = oy * stride - pad_top, ix0 = ox * stride - pad_left;
-  const int virt_h = in_h << upsample, virt_w = in_w << upsample;
-#endif
-#endif
-  const int b_k = tid % GEMM_TK;
-  const int b_n = tid / GEMM_TK;
-
-  VEC acc[SW];
-  for (int i = 0; i < SW; ++i) acc[i] = (VEC)(0.0f);
-
-  const int split = get_group_id(2);
+  const int batch = get_group_id(2) / splits;
+  const int split = get_group_id(2) - batch * splits;
+  const int a_base = a_off + batch * batch_a;
+  const int b_base = b_off + batch * batch_b;
   const int k_begin = split * k_chunk;
   const int k_stop = min(K, k_begin + k_chunk);
-  for (int k0 = k_begin; k0 < k_stop; k0 += GEMM_TK) {
-    // ---- A tile -> As[k][m]
-#if A_MODE == 0
-    {
-      const int k = k0 + a_k;
-      for (int ml = a_m; ml < GEMM_TM; ml += NT / GEMM_TK) {
-        const int m = m0 + ml;
-        As[a_k][ml] = (m < M && k < k_stop) ? A[a_off + m * lda + k] : 0.0f;
-      }
-    }
-#else
-    for (int kl = a_k; kl < GEMM_TK; kl += NT / GEMM_TM) {
-      const int k = k0 + kl;
-      float v = 0.0f;
-      if (m_ok && k < k_stop) {
-#if A_MODE == 1
-        v = A[k * M + m_a];
-#else
-        const int c = k / (CONV_KS * CONV_KS);
-        const int r = k - c * (CONV_KS * CONV_KS);
-        const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
-        const int iy = iy0 + ky, ix = ix0 + kx;
-        if (iy >= 0 && iy < virt_h && ix >= 0 && ix < virt_w)
-          v = A[(c * in_h + (iy >> upsample)) * in_w + (ix >> upsample)];
-#endif
-      }
-      As[kl][a_m] = v;
-    }
-#endif
-    // ---- B tile -> Bs[k][n]
-    {
-      const int k = k0 + b_k;
-      for (int nl = b_n; nl < GEMM_TN; nl += NT / GEMM_TK) {
-        const int n = n0 + nl;
-        Bs[b_k][nl] = (n < N && k < k_stop) ? LOAD_W(B, b_off + n * ldb + k) : 0.0f;
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
 
-    for (int kk = 0; kk < GEMM_TK; ++kk) {
-#if A_MODE == 0
-      const VEC f = VLOAD(0, &Bs[kk][tf * FW]);
-      for (int i = 0; i < SW; ++i) acc[i] += As[kk][ts * SW + i] * f;
+  // ---- what each work-item loads: fixed rows and chunk positions, computed once.
+#if A_MODE == 2
+  int g_m[A_GATHER], g_iy0[A_GATHER], g_ix0[A_GATHER], g_kl[A_GATHER];
+  const int virt_h = in_h << upsample, virt_w = in_w << upsample;
+  for (int j = 0; j < A_GATHER; ++j) {
+    const int id = tid + j * NT;
+    const int ml = id % GEMM_TM;  // consecutive work-items: consecutive pixels
+    const int m = m0 + ml;
+    const int oy = m < M ? m / out_w : 0;
+    const int ox = m < M ? m - oy * out_w : 0;
+    g_m[j] = m;
+    g_kl[j] = id / GEMM_TM;
+    g_iy0[j] = m < M ? oy * stride - pad_top : -(1 << 28);  // rows past M read nothing
+    g_ix0[j] = ox * stride - pad_left;
+  }
+  float a_reg[A_GATHER];
 #else
-      const VEC f = VLOAD(0, &As[kk][tf * FW]);
-      for (int j = 0; j < SW; ++j) acc[j] += Bs[kk][ts * SW + j] * f;
+  float4 a_reg[A_CHUNKS];
 #endif
+  float4 b_reg[B_CHUNKS];
+
+  // Global -> registers for the K tile at k0.
+#define LOAD_TILES(k0)                                                                                           \
+  do {                                                                                                           \
+    LOAD_A(k0);                                                                                                  \
+    for (int c = 0; c < B_CHUNKS; ++c) {                                                                         \
+      const int id = tid + c * NT;                                                                               \
+      const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                         \
+      const int n = n0 + row, k = (k0) + kq * 4;                                                                 \
+      b_reg[c] = n < N ? load_w4(B, b_base + n * ldb + k, b_base + n * ldb + k_stop, b_vec) : (float4)(0.0f);    \
+    }                                                                                                            \
+  } while (0)
+
+#if A_MODE == 0
+#define LOAD_A(k0)                                                                                               \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+    const int id = tid + c * NT;                                                                                 \
+    const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                           \
+    const int m = m0 + row, k = (k0) + kq * 4;                                                                   \
+    a_reg[c] = m < M ? load_a4(A, a_base + m * lda + k, a_base + m * lda + k_stop, a_vec) : (float4)(0.0f);      \
+  }
+#elif A_MODE == 1
+#define LOAD_A(k0)                                                                                               \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+    const int id = tid + c * NT;                                                                                 \
+    const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4);                                             \
+    const int k = (k0) + kr;                                                                                     \
+    a_reg[c] = k < k_stop ? load_a4(A, a_base + k * lda + m0 + mq * 4, a_base + k * lda + M, a_vec)             \
+                          : (float4)(0.0f);                                                                      \
+  }
+#else
+#define LOAD_A(k0)                                                                                               \
+  for (int j = 0; j < A_GATHER; ++j) {                                                                           \
+    const int k = (k0) + g_kl[j];                                                                                \
+    float v = 0.0f;                                                                                              \
+    if (k < k_stop) {                                                                                            \
+      const int ch = k / (CONV_KS * CONV_KS);                                                                    \
+      const int r = k - ch * (CONV_KS * CONV_KS);                                                                \
+      const int ky = r / CONV_KS, kx = r - ky * CONV_KS;                                                         \
+      const int iy = g_iy0[j] + ky, ix = g_ix0[j] + kx;                                                          \
+      if (iy >= 0 && iy < virt_h && ix >= 0 && ix < virt_w) {                                                    \
+        v = A[(ch * in_h + (iy >> upsample)) * in_w + (ix >> upsample)];                                         \
+        GATHER_NORM(v, ch);                                                                                      \
+      }                                                                                                          \
+    }                                                                                                            \
+    a_reg[j] = v;                                                                                                \
+  }
+#if INPUT_NORM
+#define GATHER_NORM(v, ch)                                    \
+  do {                                                        \
+    v = fma(v, norm[2 * (ch)], norm[2 * (ch) + 1]);           \
+    if (norm_silu) v = v / (1.0f + exp(-v));                  \
+  } while (0)
+#else
+#define GATHER_NORM(v, ch) \
+  do {                     \
+  } while (0)
+#endif
+#endif
+
+  // Registers -> local buffer `buf` (As[k][m], Bs[k][n]: the K tile transposed so both fragments are rows).
+#if A_MODE == 0
+#define STORE_A(buf)                                                   \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                 \
+    const int id = tid + c * NT;                                       \
+    const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
+    As[buf][kq * 4 + 0][row] = a_reg[c].s0;                            \
+    As[buf][kq * 4 + 1][row] = a_reg[c].s1;                            \
+    As[buf][kq * 4 + 2][row] = a_reg[c].s2;                            \
+    As[buf][kq * 4 + 3][row] = a_reg[c].s3;                            \
+  }
+#elif A_MODE == 1
+#define STORE_A(buf)                                                 \
+  for (int c = 0; c < A_CHUNKS; ++c) {                               \
+    const int id = tid + c * NT;                                     \
+    const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4); \
+    vstore4(a_reg[c], 0, &As[buf][kr][mq * 4]);                      \
+  }
+#else
+#define STORE_A(buf) \
+  for (int j = 0; j < A_GATHER; ++j) As[buf][g_kl[j]][(tid + j * NT) % GEMM_TM] = a_reg[j];
+#endif
+#define STORE_TILES(buf)                                                 \
+  do {                                                                   \
+    STORE_A(buf);                                                        \
+    for (int c = 0; c < B_CHUNKS; ++c) {                                 \
+      const int id = tid + c * NT;                                       \
+      const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
+      Bs[buf][kq * 4 + 0][row] = b_reg[c].s0;                            \
+      Bs[buf][kq * 4 + 1][row] = b_reg[c].s1;                            \
+      Bs[buf][kq * 4 + 2][row] = b_reg[c].s2;                            \
+      Bs[buf][kq * 4 + 3][row] = b_reg[c].s3;                            \
+    }                                                                    \
+  } while (0)
+
+  VEC acc[SW][QF];
+  for (int s = 0; s < SW; ++s)
+    for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
+
+  int buf = 0;
+  if (k_begin < k_stop) {
+    LOAD_TILES(k_begin);
+    STORE_TILES(0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k0 = k_begin; k0 < k_stop; k0 += GEMM_TK) {
+    const bool more = k0 + GEMM_TK < k_stop;
+    if (more) LOAD_TILES(k0 + GEMM_TK);  // in flight while the FMAs below run
+#pragma unroll
+    for (int kk = 0; kk < GEMM_TK; ++kk) {
+      VEC f[QF];
+      float sv[SW];
+      for (int q = 0; q < QF; ++q) f[q] = VLOAD(0, &FAST_TILE[buf][kk][(q * RTF + tf) * VW]);
+      for (int p = 0; p < QS; ++p) VSTORE(VLOAD(0, &SLOW_TILE[buf][kk][(p * RTS + ts) * VW]), 0, sv + p * VW);
+      for (int s = 0; s < SW; ++s)
+        for (int q = 0; q < QF; ++q) acc[s][q] += sv[s] * f[q];
     }
+    // The other buffer was last read in the previous step, which every work-item has left (the barrier below
+    // ended it), so it can be written now; the barrier then publishes it for the next step.
+    if (more) STORE_TILES(buf ^ 1);
     barrier(CLK_LOCAL_MEM_FENCE);
+    buf ^= 1;
   }
 
-  // ---- epilogue: bias, activation, residual. Slow index s, fast indices f0 .. f0 + FW - 1.
-  const int f0 = (A_MODE == 0 ? n0 : m0) + tf * FW;
+  // ---- epilogue: bias, activation, residual. Slow index `slow`, fast indices f0 .. f0 + VW - 1 per chunk.
+  const int f_base = A_MODE == 0 ? n0 : m0;
   const int f_end = A_MODE == 0 ? N : M;
+  const int s_base = A_MODE == 0 ? m0 : n0;
+  const int s_end = A_MODE == 0 ? M : N;
+  __global float* out = C + c_off + batch * batch_c + (raw_sums ? split * split_stride : 0);
   for (int s = 0; s < SW; ++s) {
-    const int slow = (A_MODE == 0 ? m0 : n0) + ts * SW + s;
-    if (slow >= (A_MODE == 0 ? M : N) || f0 >= f_end) continue;
-    float out[FW];
-    VSTORE(acc[s], 0, out);
-    if (partial) {  // split-K: raw sums, C's layout without offset or stride
-      __global float* slice = partial + split * (M * N) + slow * (A_MODE == 0 ? N : M);
-      for (int f = 0; f < FW && f0 + f < f_end; ++f) slice[f0 + f] = out[f];
-      continue;
-    }
-#if A_MODE == 0
-    const int row = c_off + slow * ldc;  // C[m, n] at row + n
-#else
-    const int row = slow * M;            // C[n, m] at row + m
-    const float bn = bias ? LOAD_BIAS(bias, slow) : 0.0f;
+    const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
+    if (slow >= s_end) continue;
+    __global float* row = out + slow * ldc;
+#if A_MODE != 0
+    const float bn = (!raw_sums && bias) ? LOAD_BIAS(bias, slow) : 0.0f;
 #endif
-    for (int f = 0; f < FW; ++f) {
-      const int fi = f0 + f;
-      if (fi >= f_end) break;
+    for (int q = 0; q < QF; ++q) {
+      const int f0 = f_base + (q * RTF + tf) * VW;
+      if (f0 >= f_end) continue;
+      float v[VW];
+      VSTORE(acc[s][q], 0, v);
+      if (!raw_sums) {
+        for (int f = 0; f < VW; ++f) {
 #if A_MODE == 0
-      const float b = bias ? LOAD_BIAS(bias, fi) : 0.0f;
+          const float b = (bias && f0 + f < f_end) ? LOAD_BIAS(bias, f0 + f) : 0.0f;
 #else
-      const float b = bn;
+          const float b = bn;
 #endif
-      float v = apply_act(out[f] + b, act);
-      if (residual) v += residual[row + fi];
-      C[row + fi] = v;
+          v[f] = apply_act(v[f] + b, act);
+        }
+        if (residual) {
+          __global const float* res = residual + (row - C) + f0;
+          for (int f = 0; f < VW && f0 + f < f_end; ++f) v[f] += res[f];
+        }
+      }
+      if (c_vec && f0 + VW <= f_end)
+        VSTORE(VLOAD(0, v), 0, row + f0);
+      else
+        for (int f = 0; f < VW && f0 + f < f_end; ++f) row[f0 + f] = v[f];
     }
   }
 }
@@ -258,7 +401,7 @@ __kernel void gemm_splitk_reduce(const int M, const int N, const int splits, __g
   const int idx = c_off + m * ldc + n;
 #else
   const int n = p / M;
-  const int idx = p;
+  const int idx = c_off + p;
 #endif
   if (bias) v += LOAD_BIAS(bias, n);
   v = apply_act(v, act);

@@ -118,6 +118,46 @@ __kernel void group_norm_finalize(__global const float* restrict partials, const
   stats[2 * g + 1] = 1.0f / sqrt(m2 / n + eps);
 }
 
+// The per-channel affine form of the group norm, for a convolution to apply while it gathers x:
+// GN(x)[c] = x * scale[c] + shift[c] with scale = gamma[c] * rstd, shift = beta[c] - mean * scale (one rounding,
+// fma). The group's statistics are merged as in group_norm_finalize (every channel of a group merges the same
+// partials in the same order, so they agree bit for bit).   partials: [G, P, 3] -> affine: [C, 2]. global (C).
+__kernel void group_norm_affine(__global const float* restrict partials, const int C, const int G, const int P,
+                                const float eps, __global const GAMMA_T* restrict gamma,
+                                __global const BETA_T* restrict beta, __global float* restrict affine) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  const int g = c / (C / G);
+  __global const float* part = partials + g * P * 3;
+  const float base = part[1];
+  float n = 0.0f, offset = 0.0f;
+  for (int p = 0; p < P; ++p) {
+    n += part[3 * p];
+    offset += part[3 * p] * (part[3 * p + 1] - base);
+  }
+  const float mean = base + offset / n;
+  float m2 = 0.0f;
+  for (int p = 0; p < P; ++p) {
+    const float d = part[3 * p + 1] - mean;
+    m2 += part[3 * p + 2] + part[3 * p] * d * d;
+  }
+  const float scale = LOAD_GAMMA(gamma, c) * (1.0f / sqrt(m2 / n + eps));
+  affine[2 * c] = scale;
+  affine[2 * c + 1] = fma(-mean, scale, LOAD_BETA(beta, c));
+}
+
+// y = x * affine[c].scale + affine[c].shift, then SiLU if silu.   x, y: [C, S]; affine: [C, 2].
+// global (round_up(S, ls), C).
+__kernel void channel_affine_apply(__global const float* restrict x, __global const float* restrict affine,
+                                   const int S, const int silu, __global float* restrict y) {
+  const int s = get_global_id(0), c = get_global_id(1);
+  if (s >= S) return;
+  const int idx = c * S + s;
+  float v = fma(x[idx], affine[2 * c], affine[2 * c + 1]);
+  if (silu) v = v / (1.0f + exp(-v));
+  y[idx] = v;
+}
+
 // y = (x - mean) * rstd * gamma[c] + beta[c], then SiLU if silu.
 // x, y: [C, S]; stats: [G, 2]; gamma, beta: [C]. global (round_up(S, ls), C).
 __kernel void group_norm_apply(__global const float* restrict x, __global const float* restrict stats,

@@ -37,9 +37,52 @@ struct ConvGeometry {
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& geometry,
               const Tensor* residual = nullptr);
 
+// What a convolution does in its own passes instead of separate launches:
+//  - input_norm: a group norm of x (+SiLU when input_silu), applied to each value as the convolution reads it,
+//    from its per-channel affine form (group_norm_affine below); the zero padding stays zero, as when torch pads
+//    the normalised map. So `conv(silu(group_norm(x)))` never writes the normalised map.
+//  - act: applied to conv + bias; residual: [O, H', W'] added after the activation.
+// A kernel path that cannot apply the norm in its gather (today the tensor-core kernel) normalises x first, with
+// the same result up to rounding.
+struct ConvFusion {
+  const Tensor* input_norm = nullptr;  // [C, 2] (scale, shift) per input channel, or null
+  bool input_silu = false;
+  Act act = Act::None;
+  const Tensor* residual = nullptr;
+};
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& geometry,
+              const ConvFusion& fusion);
+
+// Winograd convolution F(m×m, 3×3) (kernels/winograd.cl) for 3×3 kernels with stride 1, any padding and the
+// upsample2x read: the same function as conv2d up to rounding (its error against direct convolution is measured
+// in tests/kernels/test_winograd.cpp). m = 4 multiplies 4× fewer times than direct convolution, m = 2 2.25× fewer
+// with a smaller rounding error (what fp16 storage of the transformed filter needs). The filter is transformed
+// once, at load:
+//   winograd_filter: w [O, C, 3, 3] (fp32 or fp16) → u [(m+2)², O, C] in `storage`
+//   conv2d_winograd: x [C, H, W], u from winograd_filter (its first dimension says m), b [O] or null →
+//                    [O, H', W'] as conv2d with geometry and fusion.
+// The tiles go through in chunks whose transformed input and products fit the workspace budget of the device's
+// tuning row, so the workspace stays bounded at any image size.
+Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m);
+Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b,
+                       const ConvGeometry& geometry, const ConvFusion& fusion = {});
+// The output tile m the device's tuning row chooses for a filter stored as `storage` (4 for fp32, 2 for fp16).
+int winograd_tile(const cl::Context& ctx, DType storage);
+bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& geometry,
+                    std::int64_t h, std::int64_t w, DType storage);
+
 // Group norm over x: [C, ...] (C divisible by groups), per-channel gamma/beta: [C]; optional SiLU after.
 Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                   bool silu);
+
+// The same group norm as a per-channel affine map for a convolution to apply while it reads x (ConvFusion):
+// [C, 2] with GN(x)[c, i] = x[c, i]·scale[c] + shift[c], scale = gamma[c]·rstd[group], shift = beta[c] −
+// mean[group]·scale. Two small launches (the statistics); the map itself is never written.
+Tensor group_norm_affine(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
+                         float eps);
+// x·scale[c] + shift[c] per channel (then SiLU when silu): a ConvFusion::input_norm applied on its own, where a
+// kernel cannot apply it in its gather.   x: [C, ...], affine: [C, 2] → x's shape
+Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu);
 
 // Layer norm over the last dimension.   x: [T, C], gamma/beta: [C] → [T, C]
 Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
@@ -63,9 +106,9 @@ Tensor scale(cl::Context& ctx, const Tensor& x, float s);
 Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude);
 
 // Layout.
-Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);            // [C, H, W] → [C, 2H, 2W]
+Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);                // [C, H, W] → [C, 2H, 2W]
 Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b);  // [C1, H, W], [C2, H, W] → [C1+C2, H, W]
-Tensor transpose(cl::Context& ctx, const Tensor& x);                     // [A, B] → [B, A]
+Tensor transpose(cl::Context& ctx, const Tensor& x);                         // [A, B] → [B, A]
 
 // Embeddings.
 // Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]

@@ -111,16 +111,17 @@ std::vector<int> parse_ints(const char* text) {
   return out;
 }
 
-// SDT_GEMM_TILE="tm,tn,tk,wm,wn": a tuning run's configuration, no rebuild needed.
+// SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]": a tuning run's configuration, no rebuild needed.
 std::optional<GemmConfig> gemm_from_env() {
   static const std::optional<GemmConfig> config = []() -> std::optional<GemmConfig> {
     const char* env = std::getenv("SDT_GEMM_TILE");
     if (!env || !*env) return std::nullopt;
     const auto v = parse_ints(env);
     GemmConfig c;
-    if (v.size() == 5) c = {v[0], v[1], v[2], v[3], v[4]};
-    if (v.size() != 5 || !c.valid()) {
-      log::get("engine")->warn("ignoring SDT_GEMM_TILE='{}': expected tm,tn,tk,wm,wn obeying gemm.cl's rules", env);
+    if (v.size() == 5 || v.size() == 6) c = {v[0], v[1], v[2], v[3], v[4], v.size() == 6 ? v[5] : 4};
+    if ((v.size() != 5 && v.size() != 6) || !c.valid()) {
+      log::get("engine")->warn("ignoring SDT_GEMM_TILE='{}': expected tm,tn,tk,wm,wn[,vw] obeying gemm.cl's rules",
+                               env);
       return std::nullopt;
     }
     return c;
@@ -155,24 +156,26 @@ bool fits(const cl::Context& ctx, int threads, std::size_t local_bytes) {
 
 std::string GemmConfig::defines() const {
   std::ostringstream s;
-  s << "-DGEMM_TM=" << tm << " -DGEMM_TN=" << tn << " -DGEMM_TK=" << tk << " -DGEMM_WM=" << wm << " -DGEMM_WN=" << wn;
+  s << "-DGEMM_TM=" << tm << " -DGEMM_TN=" << tn << " -DGEMM_TK=" << tk << " -DGEMM_WM=" << wm << " -DGEMM_WN=" << wn
+    << " -DGEMM_VW=" << vw;
   return s.str();
 }
 
 bool GemmConfig::valid() const {
   if (tm <= 0 || tn <= 0 || tk <= 0 || wm <= 0 || wn <= 0) return false;
   if (tm % wm || tn % wn) return false;
-  // The per-work-item tile is held as float2/4/8/16 vectors along either axis.
-  auto vector_width = [](int w) { return w == 2 || w == 4 || w == 8 || w == 16; };
-  if (!vector_width(wm) || !vector_width(wn)) return false;
+  // Each work-item's outputs are chunks of vw consecutive values, held as float2/4/8/16 vectors.
+  if (vw != 2 && vw != 4 && vw != 8 && vw != 16) return false;
+  if (wm % vw || wn % vw) return false;
+  // Both tiles are loaded in whole 4-wide chunks, the same number per work-item.
   const int nt = threads();
-  return nt % tk == 0 && nt % tm == 0;
+  return tk % 4 == 0 && (tm * tk) % (4 * nt) == 0 && (tn * tk) % (4 * nt) == 0;
 }
 
 GemmConfig gemm_fallback_config(std::size_t max_threads) {
   // 64 work-items (every OpenCL GPU runs that), then 16 for anything smaller.
-  if (max_threads >= 64) return {32, 32, 16, 4, 4};
-  return {16, 16, 16, 4, 4};
+  if (max_threads >= 64) return {32, 32, 16, 4, 4, 4};
+  return {16, 16, 16, 4, 4, 4};
 }
 
 GemmConfig gemm_config(const cl::Context& ctx, int mode) {
@@ -181,20 +184,20 @@ GemmConfig gemm_config(const cl::Context& ctx, int mode) {
     if (g_gemm_override) return *g_gemm_override;
   }
   if (auto env = gemm_from_env()) return *env;
-  // The per-device table (docs/KERNELS.md has the measurements and what the GPU round should try):
-  //  - GPUs: 64×64 tiles, 4×4 per work-item (256 work-items, 9 KB of local memory).
-  //  - NVIDIA, convolutions: the same with a K step of 32: 3–8% faster on the H200 for the UNet's convolutions
-  //    (13.3 TFLOP/s at 320 channels on 64×64), equal on the VAE's.
-  //  - NVIDIA, linear layers: 128×64 tiles, 8×4 per work-item, K step 32: 22.7 TFLOP/s on the UNet's GEGLU
-  //    projection (4096×320→2560) against 16.7 for the row above, and no loss on the 77-row products.
+  // The per-device table (docs/KERNELS.md has the measurements):
+  //  - GPUs we have no row for (AMD, Intel): 64×64 tiles, 4×4 per work-item (256 work-items: four wave64 or eight
+  //    wave32 wavefronts, 16.5 KB of local memory with double buffering): safe everywhere, and what the tuner
+  //    starts from.
+  //  - NVIDIA: 128×128 tiles, 8×8 per work-item in 4-wide chunks (256 work-items, 33 KB).
   //  - CPUs (PoCL): 64×64 tiles, 8×8 per work-item as float8 (64 work-items): 12 GFLOP/s on two EPYC cores
-  //    against 1.7 for the GPU row, 7 for 128×128×8×8 and 6.9 for a K step of 32 (measured side by side).
+  //    against 1.7 for the GPU row (PoCL vectorises nothing across work-items here, so the SIMD is explicit).
+  (void)mode;
   GemmConfig config;
   const auto& info = ctx.info();
   if (!info.is_gpu())
-    config = {64, 64, 16, 8, 8};
+    config = {64, 64, 16, 8, 8, 8};
   else if ((info.vendor + " " + info.platform_name).find("NVIDIA") != std::string::npos)
-    config = mode == 0 ? GemmConfig{128, 64, 32, 8, 4} : GemmConfig{64, 64, 32, 4, 4};
+    config = {128, 128, 16, 8, 8, 4};
   if (!fits(ctx, config.threads(), config.local_bytes())) config = gemm_fallback_config(ctx.info().max_work_group_size);
   return config;
 }

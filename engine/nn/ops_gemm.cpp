@@ -118,12 +118,19 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
 
 }  // namespace
 
+bool detail::gather_applies_input_norm(const cl::Context& ctx, bool b_half) {
+  return tensor_core_path(ctx, b_half) == TensorCores::Off;
+}
+
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
-    if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
+  if (p.batch == 1 && !o.input_norm)
+    if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
+      if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
+  if (o.input_norm && p.mode != kModeConv) fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
                         " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
   if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
+  if (o.input_norm) variant += " -DINPUT_NORM=1";
   GemmConfig config = gemm_config(ctx, p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = kernel_work_group_limit(ctx, kernel);
@@ -133,14 +140,39 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   }
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
-  const int splits = gemm_splits(ctx, m_groups * n_groups, p.K, config.tk);
+  const int splits = p.batch > 1 ? 1 : gemm_splits(ctx, m_groups * n_groups, p.K, config.tk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(config.tk)));
   const bool m_fast = p.mode != kModeLinear;
+  const std::size_t z = static_cast<std::size_t>(p.batch) * splits;
   const cl::Range global =
-      m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, splits) : cl::Range(n_groups * rtn, m_groups * rtm, splits);
+      m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, z) : cl::Range(n_groups * rtn, m_groups * rtm, z);
   const cl::Range local = m_fast ? cl::Range(rtm, rtn, 1) : cl::Range(rtn, rtm, 1);
-  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, config.defines() + variant);
+
+  // 4-wide vector accesses need every row of the operand to start at a multiple of 4 elements.
+  auto aligned4 = [](std::initializer_list<int> values) {
+    for (int v : values)
+      if (v % 4) return 0;
+    return 1;
+  };
+  const int ldc = p.ldc > 0 ? p.ldc : (m_fast ? p.M : p.N);
+  const int a_vec = p.mode == kModeConv ? 0 : aligned4({p.a_off, p.lda, p.batch_a});
+  const int b_vec = aligned4({p.b_off, p.ldb, p.batch_b});
+  const bool split = splits > 1;
+  // With several K slices the kernel writes raw sums to a pooled workspace [splits, M·N] in C's layout without
+  // offset or stride, and gemm_splitk_reduce adds them in order (the in-order queue keeps the workspace alive
+  // for it; the pool may hand it out again once both are enqueued).
+  const cl::Buffer partial =
+      split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
+  const int out_ld = split ? (m_fast ? p.M : p.N) : ldc;
+  const int c_vec = split ? aligned4({out_ld}) : aligned4({p.c_off, ldc, p.batch_c});
+  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
+             split ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c,
+             static_cast<int>(split ? Act::None : act), p.a_off, p.lda, p.b_off, p.ldb, split ? 0 : p.c_off, out_ld,
+             a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk, splits,
+             split ? 1 : 0, p.M * p.N, p.batch_a, p.batch_b, p.batch_c, o.input_norm, o.input_silu ? 1 : 0);
+  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, config.defines() + variant);
+  if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }
 
 Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act, const Tensor* residual) {
@@ -178,6 +210,13 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& g,
               const Tensor* residual) {
+  ConvFusion fusion;
+  fusion.residual = residual;
+  return conv2d(ctx, x, w, b, g, fusion);
+}
+
+Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& g,
+              const ConvFusion& fusion) {
   const std::string op = "conv2d";
   detail::require_activation(op, "x", x, 3);
   const std::int64_t C = x.dim(0);
@@ -200,21 +239,34 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
                  std::to_string(k) + " kernel");
   const std::int64_t out_h = (padded_h - k) / g.stride + 1, out_w = (padded_w - k) / g.stride + 1;
   const std::vector<std::int64_t> out_shape{w.dim(0), out_h, out_w};
-  check_residual(op, residual, out_shape);
+  check_residual(op, fusion.residual, out_shape);
+  if (fusion.input_norm) {
+    detail::require_activation(op, "input_norm", *fusion.input_norm, 2);
+    if (fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
+      fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
+  }
   if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
     fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w", w));
 
-  Tensor out = empty(ctx, out_shape);
-  detail::require_int_indexable(op, out);
   GemmProblem p;
   const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
                          g.pad_right == 0 && !g.upsample2x;
   p.mode = plain_1x1 ? kModeConv1x1 : kModeConv;
+  Tensor out = empty(ctx, out_shape);
+  detail::require_int_indexable(op, out);
+  // The norm goes into gemm.cl's k×k gather; elsewhere x is normalised first (same values up to rounding).
+  Tensor normed;
+  const bool gather_norm =
+      fusion.input_norm && p.mode == kModeConv && detail::gather_applies_input_norm(ctx, w.dtype == DType::F16);
+  if (fusion.input_norm && !gather_norm) normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu);
+  const Tensor& input = normed.defined() ? normed : x;
   p.ks = k;
   p.M = static_cast<int>(out_h * out_w);
   p.N = static_cast<int>(w.dim(0));
   p.K = static_cast<int>(C * k * k);
+  p.lda = p.M;  // mode 1: x [C, H·W]
   p.ldb = p.K;
+  p.ldc = p.M;
   p.in_h = static_cast<int>(x.dim(1));
   p.in_w = static_cast<int>(x.dim(2));
   p.out_w = static_cast<int>(out_w);
@@ -222,7 +274,12 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   p.pad_top = g.pad_top;
   p.pad_left = g.pad_left;
   p.upsample = g.upsample2x ? 1 : 0;
-  detail::run_gemm(ctx, p, operands(x, w, b, residual, out), Act::None);
+  detail::GemmOperands o = operands(input, w, b, fusion.residual, out);
+  if (gather_norm) {
+    o.input_norm = fusion.input_norm->buffer.get();
+    o.input_silu = fusion.input_silu;
+  }
+  detail::run_gemm(ctx, p, o, fusion.act);
   return out;
 }
 

@@ -39,9 +39,11 @@ std::size_t fit_local(cl::Context& ctx, cl_kernel kernel, std::size_t wanted);
 
 // ---- tiled matrix multiply (kernels/gemm.cl)
 struct GemmConfig {
-  int tm = 64, tn = 64, tk = 16, wm = 4, wn = 4;
+  // Work-group tile tm × tn, K step tk, wm × wn outputs per work-item held in chunks of vw consecutive values.
+  int tm = 64, tn = 64, tk = 16, wm = 4, wn = 4, vw = 4;
   int threads() const { return (tm / wm) * (tn / wn); }
-  std::size_t local_bytes() const { return sizeof(float) * static_cast<std::size_t>(tk) * (tm + tn + 8); }
+  // Two buffers (double buffering) of both tiles, rows padded by 4 floats.
+  std::size_t local_bytes() const { return 2 * sizeof(float) * static_cast<std::size_t>(tk) * (tm + tn + 8); }
   std::string defines() const;
   bool valid() const;  // the divisibility rules of gemm.cl
   bool operator==(const GemmConfig&) const = default;
@@ -59,12 +61,24 @@ struct GemmProblem {
   int mode = 0;  // 0 linear, 1 1×1 conv, 2 k×k conv
   int ks = 3;    // conv kernel size (mode 2)
   int M = 0, N = 0, K = 0;
+  // Offsets and row strides; ldc in modes 1 and 2 is the stride of C's rows of M pixels (0: M).
   int a_off = 0, lda = 0, b_off = 0, ldb = 0, c_off = 0, ldc = 0;
   int in_h = 0, in_w = 0, out_w = 0, stride = 1, pad_top = 0, pad_left = 0, upsample = 0;
+  // Batched products (gemm.cl only, the Winograd convolution's 36): batch b reads A at a_off + b·batch_a, B at
+  // b_off + b·batch_b and writes C at c_off + b·batch_c. Batched products never split K.
+  int batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
+  // Whether run_gemm counts 2·M·N·K·batch FLOPs for the benchmark (the Winograd op counts the direct
+  // convolution's FLOPs itself, so the stages' rates stay comparable with the direct path's).
+  bool count_flops = true;
 };
 struct GemmOperands {
   cl_mem a = nullptr, b = nullptr, bias = nullptr, residual = nullptr, c = nullptr;
   bool b_half = false, bias_half = false;
+  // Mode 2: [C, 2] per-channel (scale, shift) applied to x as it is gathered, then SiLU when input_silu: the
+  // group norm (+SiLU) of the layer before (group_norm_affine in ops.hpp). Only gemm.cl reads it: callers check
+  // gather_applies_input_norm() first.
+  cl_mem input_norm = nullptr;
+  bool input_silu = false;
 };
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 // How many slices K is split into for a product of `tiles` work-groups: 1 when the tiles fill the device
@@ -72,6 +86,32 @@ void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& 
 int gemm_splits(const cl::Context& ctx, std::size_t tiles, int K, int tk);
 // Tests and tuning: force the number of K slices (clamped to the K steps available); nullopt: the heuristic.
 void set_gemm_split_override(std::optional<int> splits);
+
+// Whether run_gemm applies GemmOperands::input_norm in its gather for a product with this weight storage
+// (gemm.cl does; gemm_tc.cl does not yet, so the caller normalises x first there).
+bool gather_applies_input_norm(const cl::Context& ctx, bool b_half);
+
+// ---- Winograd convolution (kernels/winograd.cl)
+struct WinogradConfig {
+  // Layers whose output has at least this many 4×4 tiles at the model's native resolution, and at least this
+  // many input channels, run as Winograd (when their products run on gemm.cl): below that the batched products
+  // are too thin to beat direct convolution.
+  int min_tiles = 64;
+  int min_channels = 16;
+  // The transformed input and the products of one chunk of tiles stay within this many bytes.
+  std::size_t workspace_bytes = std::size_t(256) << 20;
+  // Output tile per filter storage: F(4×4) for fp32; F(2×2) for fp16, whose rounding of the transformed filter
+  // F(4×4) amplifies about tenfold (tests/kernels/test_winograd.cpp).
+  int tile_f32 = 4, tile_f16 = 2;
+};
+// Whether layers may choose Winograd at all: Auto (by shape, the default), Never, or Always (every 3×3 stride-1
+// layer with at least one tile: tests and accuracy measurements).
+enum class WinogradUse { Auto, Never, Always };
+WinogradConfig winograd_config(const cl::Context& ctx);
+WinogradUse winograd_use(const cl::Context& ctx);
+// Tests and benchmarks: force the choice (nullopt: Auto), or the configuration. Return the previous setting.
+std::optional<WinogradUse> set_winograd_override(std::optional<WinogradUse> use);
+std::optional<WinogradConfig> set_winograd_config_override(std::optional<WinogradConfig> config);
 
 // ---- tensor-core matrix multiply (kernels/gemm_tc.cl): fp16 operands, fp32 accumulation
 // Which kernel a product with fp16-stored weights runs: Off (gemm.cl, fp32 activations), Ptx (gemm_tc.cl with

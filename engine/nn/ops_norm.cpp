@@ -1,6 +1,7 @@
 // Group norm (+ SiLU) and layer norm on kernels/norm.cl, matching torch.nn.GroupNorm / torch.nn.LayerNorm
 // (biased variance, eps added to the variance). Group statistics are reduced in parallel in three launches:
-// per-chunk (count, mean, M2), their merge per group, and the normalisation itself.
+// per-chunk (count, mean, M2), their merge per group, and the normalisation itself. group_norm_affine stops
+// after the merge, with a per-channel (scale, shift) that the next convolution applies as it reads x.
 #include <algorithm>
 
 #include "nn/ops_internal.hpp"
@@ -38,9 +39,12 @@ std::string affine_options(const Tensor& gamma, const Tensor& beta) {
 
 }  // namespace
 
-Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
-                  bool silu) {
-  const std::string op = "group_norm";
+namespace {
+
+// The checks of both group norm ops, and the first launch they share: per-chunk (count, mean, M2) of each group.
+// Returns the partials [groups, P, 3].
+Tensor group_partials(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                      int groups, float eps, Tensor* out) {
   detail::require_activation(op, "x", x);
   const std::int64_t C = x.dim(0);
   if (groups <= 0 || C % groups != 0)
@@ -48,26 +52,36 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
   detail::require_weight(op, "gamma", gamma, {C});
   detail::require_weight(op, "beta", beta, {C});
   if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
-  const std::int64_t S = x.numel() / C;
   const std::int64_t group_size = x.numel() / groups;
 
-  const std::string options = affine_options(gamma, beta);
   int threads = 0;
-  cl_kernel k_partials = reduction_kernel(ctx, "group_norm_partials", options, threads);
+  cl_kernel k_partials = reduction_kernel(ctx, "group_norm_partials", affine_options(gamma, beta), threads);
   const std::int64_t P = std::clamp<std::int64_t>(
       (group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1, kMaxChunks);
-
-  Tensor out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
+  if (out) *out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
   Tensor partials = empty(ctx, {groups, P, 3});
-  Tensor stats = empty(ctx, {groups, 2});
-
   ctx.launch(k_partials, cl::Range(static_cast<std::size_t>(P) * threads, static_cast<std::size_t>(groups)),
              cl::Range(static_cast<std::size_t>(threads), 1), x.buffer, static_cast<int>(group_size),
              static_cast<int>(P), partials.buffer);
+  return partials;
+}
+
+}  // namespace
+
+Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
+                  bool silu) {
+  const std::string op = "group_norm";
+  Tensor out;
+  Tensor partials = group_partials(ctx, op, x, gamma, beta, groups, eps, &out);
+  const std::int64_t C = x.dim(0);
+  const std::int64_t S = x.numel() / C;
+  const int P = static_cast<int>(partials.dim(1));
+  const std::string options = affine_options(gamma, beta);
+  Tensor stats = empty(ctx, {groups, 2});
 
   cl_kernel k_finalize = ctx.kernel("norm", "group_norm_finalize", options);
-  ctx.launch(k_finalize, cl::Range(static_cast<std::size_t>(groups)), cl::Range(), partials.buffer, groups,
-             static_cast<int>(P), eps, stats.buffer);
+  ctx.launch(k_finalize, cl::Range(static_cast<std::size_t>(groups)), cl::Range(), partials.buffer, groups, P, eps,
+             stats.buffer);
 
   cl_kernel k_apply = ctx.kernel("norm", "group_norm_apply", options);
   const std::size_t apply_local = detail::fit_local(
@@ -75,6 +89,38 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
   ctx.launch(k_apply, cl::Range(cl::round_up(static_cast<std::size_t>(S), apply_local), static_cast<std::size_t>(C)),
              cl::Range(apply_local, 1), x.buffer, stats.buffer, gamma.buffer, beta.buffer, static_cast<int>(S),
              static_cast<int>(C / groups), silu ? 1 : 0, out.buffer);
+  return out;
+}
+
+Tensor group_norm_affine(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
+                         float eps) {
+  const std::string op = "group_norm_affine";
+  Tensor partials = group_partials(ctx, op, x, gamma, beta, groups, eps, nullptr);
+  const std::int64_t C = x.dim(0);
+  Tensor affine = empty(ctx, {C, 2});
+  cl_kernel kernel = ctx.kernel("norm", "group_norm_affine", affine_options(gamma, beta));
+  const std::size_t local = detail::fit_local(ctx, kernel, 64);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C), local)), cl::Range(local), partials.buffer,
+             static_cast<int>(C), groups, static_cast<int>(partials.dim(1)), eps, gamma.buffer, beta.buffer,
+             affine.buffer);
+  return affine;
+}
+
+Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu) {
+  const std::string op = "apply_channel_affine";
+  detail::require_activation(op, "x", x);
+  if (!affine.defined() || affine.rank() != 2 || affine.dim(0) != x.dim(0) || affine.dim(1) != 2)
+    detail::fail(op, "expected affine [" + std::to_string(x.dim(0)) + ", 2] for " + detail::describe("x", x) +
+                         ", got " + (affine.defined() ? detail::describe("affine", affine) : std::string("nothing")));
+  detail::require_activation(op, "affine", affine, 2);
+  const std::int64_t C = x.dim(0), S = x.numel() / C;
+  Tensor out = empty(ctx, x.shape);
+  cl_kernel kernel = ctx.kernel("norm", "channel_affine_apply",
+                                " -DGAMMA_HALF=0 -DBETA_HALF=0");  // the program the fp32 norm gains build
+  const std::size_t local = detail::fit_local(
+      ctx, kernel, std::min<std::size_t>(kNormThreads, cl::round_up(static_cast<std::size_t>(S), 32)));
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(S), local), static_cast<std::size_t>(C)),
+             cl::Range(local, 1), x.buffer, affine.buffer, static_cast<int>(S), silu ? 1 : 0, out.buffer);
   return out;
 }
 

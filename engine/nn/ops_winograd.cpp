@@ -1,0 +1,199 @@
+// Winograd convolution F(4×4, 3×3) or F(2×2, 3×3) on kernels/winograd.cl and gemm.cl's batched products (see the
+// kernel file for the algorithm). Used for the 3×3 stride-1 convolutions whose maps are large enough
+// (winograd_worth): most of the VAE decoder's 2.5 TFLOP, TAESD's and the UNet's 64×64 and 32×32 levels. The filter
+// transform runs once at load (winograd_filter); each call gathers and transforms the input, runs the 36 (or 16)
+// products as one batched launch and transforms back with bias, activation and residual: three launches per
+// chunk of tiles.
+#include <algorithm>
+#include <mutex>
+
+#include "nn/ops_internal.hpp"
+
+namespace sdt::nn {
+namespace {
+
+using detail::describe;
+using detail::fail;
+
+std::mutex g_use_mutex;
+std::optional<detail::WinogradUse> g_use_override;
+std::optional<detail::WinogradConfig> g_config_override;
+
+std::int64_t tiles(std::int64_t h, std::int64_t w, int m) {
+  return ((h + m - 1) / m) * ((w + m - 1) / m);
+}
+
+// m from the transformed filter's first dimension, (m + 2)²; 0 when it is neither 16 nor 36.
+int tile_of(const Tensor& u) {
+  if (u.rank() != 3) return 0;
+  return u.dim(0) == 36 ? 4 : u.dim(0) == 16 ? 2 : 0;
+}
+
+}  // namespace
+
+detail::WinogradConfig detail::winograd_config(const cl::Context& ctx) {
+  {
+    std::lock_guard lock(g_use_mutex);
+    if (g_config_override) return *g_config_override;
+  }
+  WinogradConfig config;
+  // CPUs: the same rule; their products run at a few GFLOP/s either way, and the tests exercise both paths.
+  (void)ctx;
+  return config;
+}
+
+detail::WinogradUse detail::winograd_use(const cl::Context&) {
+  std::lock_guard lock(g_use_mutex);
+  return g_use_override.value_or(WinogradUse::Auto);
+}
+
+std::optional<detail::WinogradUse> detail::set_winograd_override(std::optional<WinogradUse> use) {
+  std::lock_guard lock(g_use_mutex);
+  return std::exchange(g_use_override, use);
+}
+
+std::optional<detail::WinogradConfig> detail::set_winograd_config_override(std::optional<WinogradConfig> config) {
+  std::lock_guard lock(g_use_mutex);
+  return std::exchange(g_config_override, config);
+}
+
+bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& g, std::int64_t h,
+                    std::int64_t w, DType storage) {
+  if (g.stride != 1 || C <= 0 || O <= 0 || h <= 0 || w <= 0) return false;
+  // The tensor-core kernel is faster than Winograd on the SIMT units, and exact to fp16 products.
+  if (detail::tensor_core_path(ctx, storage == DType::F16) != detail::TensorCores::Off) return false;
+  switch (detail::winograd_use(ctx)) {
+    case detail::WinogradUse::Never:
+      return false;
+    case detail::WinogradUse::Always:
+      return true;
+    case detail::WinogradUse::Auto:
+      break;
+  }
+  const detail::WinogradConfig config = detail::winograd_config(ctx);
+  return C >= config.min_channels && tiles(h, w, 4) >= config.min_tiles;
+}
+
+int winograd_tile(const cl::Context& ctx, DType storage) {
+  const detail::WinogradConfig config = detail::winograd_config(ctx);
+  return storage == DType::F16 ? config.tile_f16 : config.tile_f32;
+}
+
+Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m) {
+  const std::string op = "winograd_filter";
+  if (m != 2 && m != 4) fail(op, "the output tile is 2 or 4, got " + std::to_string(m));
+  if (!w.defined() || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3)
+    fail(op, "expected a 3×3 kernel w [O, C, 3, 3], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
+  const std::int64_t O = w.dim(0), C = w.dim(1);
+  detail::require_weight(op, "w", w, {O, C, 3, 3});
+  Tensor u;
+  u.shape = {(m + 2) * (m + 2), O, C};
+  u.dtype = storage;
+  detail::require_int_indexable(op, u);
+  u.buffer = ctx.persistent(u.bytes());
+  cl_kernel kernel = ctx.kernel("winograd", "winograd_filter",
+                                std::string(" -DIN_HALF=") + (w.dtype == DType::F16 ? "1" : "0") + " -DOUT_HALF=" +
+                                    (storage == DType::F16 ? "1" : "0") + " -DWINO_M=" + std::to_string(m));
+  const std::size_t local = detail::fit_local(ctx, kernel, 64);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C), local), static_cast<std::size_t>(O)),
+             cl::Range(local, 1), static_cast<int>(O), static_cast<int>(C), w.buffer, u.buffer);
+  return u;
+}
+
+Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b, const ConvGeometry& g,
+                       const ConvFusion& fusion) {
+  const std::string op = "conv2d_winograd";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0);
+  const int m = u.defined() ? tile_of(u) : 0;
+  if (m == 0 || u.dim(2) != C)
+    fail(op, "expected a transformed filter u [16 or 36, O, " + std::to_string(C) + "] for " + describe("x", x) +
+                 ", got " + (u.defined() ? describe("u", u) : std::string("nothing")));
+  const int positions = (m + 2) * (m + 2);
+  const std::int64_t O = u.dim(1);
+  detail::require_weight(op, "u", u, {positions, O, C});
+  if (b) detail::require_weight(op, "b", *b, {O});
+  if (g.stride != 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
+    fail(op, "Winograd needs stride 1 and non-negative padding, got stride " + std::to_string(g.stride));
+  const int up = g.upsample2x ? 2 : 1;
+  const std::int64_t out_h = x.dim(1) * up + g.pad_top + g.pad_bottom - 2;
+  const std::int64_t out_w = x.dim(2) * up + g.pad_left + g.pad_right - 2;
+  if (out_h < 1 || out_w < 1) fail(op, describe("x", x) + " with this padding is smaller than the 3×3 kernel");
+  const std::vector<std::int64_t> out_shape{O, out_h, out_w};
+  if (fusion.residual) {
+    detail::require_activation(op, "residual", *fusion.residual);
+    if (fusion.residual->shape != out_shape)
+      fail(op, "residual must have the output's shape " + shape_string(out_shape) + ", got " +
+                   describe("residual", *fusion.residual));
+  }
+  if (fusion.input_norm) {
+    detail::require_activation(op, "input_norm", *fusion.input_norm, 2);
+    if (fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
+      fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
+  }
+
+  // Chunks of tiles: V [36][C][ld] and M [36][O][ld] within the workspace budget, and within int indexing.
+  const std::int64_t total = tiles(out_h, out_w, m);
+  const std::int64_t tiles_w = (out_w + m - 1) / m;
+  const std::int64_t per_tile = sizeof(float) * positions * (C + O);
+  const std::int64_t by_budget = static_cast<std::int64_t>(detail::winograd_config(ctx).workspace_bytes) / per_tile;
+  const std::int64_t by_index = ((std::int64_t(1) << 31) - 1) / (positions * std::max(C, O));
+  std::int64_t chunk = std::min({total, by_budget, by_index});
+  if (chunk >= 8) chunk -= chunk % 4;
+  chunk = std::max<std::int64_t>(chunk, 1);
+  const std::int64_t ld = static_cast<std::int64_t>(cl::round_up(static_cast<std::size_t>(chunk), 4));
+  if (positions * std::max(C, O) * ld >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("u", u));
+
+  Tensor out = empty(ctx, out_shape);
+  detail::require_int_indexable(op, out);
+  const cl::Buffer V = ctx.buffer(sizeof(float) * positions * C * ld);
+  const cl::Buffer M = ctx.buffer(sizeof(float) * positions * O * ld);
+  const std::string tile = " -DWINO_M=" + std::to_string(m);
+  cl_kernel k_input =
+      ctx.kernel("winograd", "winograd_input", tile + " -DINPUT_NORM=" + (fusion.input_norm ? "1" : "0"));
+  cl_kernel k_output =
+      ctx.kernel("winograd", "winograd_output", tile + " -DBIAS_HALF=" + (b && b->dtype == DType::F16 ? "1" : "0"));
+  const std::size_t in_local = detail::fit_local(ctx, k_input, 64);
+  const std::size_t out_local = detail::fit_local(ctx, k_output, 64);
+
+  detail::GemmProblem p;
+  p.mode = 1;
+  p.N = static_cast<int>(O);
+  p.K = static_cast<int>(C);
+  p.lda = static_cast<int>(ld);
+  p.ldb = static_cast<int>(C);
+  p.ldc = static_cast<int>(ld);
+  p.batch = positions;
+  p.batch_a = static_cast<int>(C * ld);
+  p.batch_b = static_cast<int>(O * C);
+  p.batch_c = static_cast<int>(O * ld);
+  p.count_flops = false;
+  detail::GemmOperands o;
+  o.a = V.get();
+  o.b = u.buffer.get();
+  o.c = M.get();
+  o.b_half = u.dtype == DType::F16;
+
+  const cl_mem norm = fusion.input_norm ? fusion.input_norm->buffer.get() : nullptr;
+  for (std::int64_t t0 = 0; t0 < total; t0 += chunk) {
+    const int count = static_cast<int>(std::min(chunk, total - t0));
+    ctx.launch(k_input, cl::Range(cl::round_up(static_cast<std::size_t>(count), in_local), static_cast<std::size_t>(C)),
+               cl::Range(in_local, 1), x.buffer, static_cast<int>(C), static_cast<int>(x.dim(1)),
+               static_cast<int>(x.dim(2)), g.upsample2x ? 1 : 0, g.pad_top, g.pad_left, static_cast<int>(tiles_w),
+               static_cast<int>(t0), count, static_cast<int>(ld), norm, fusion.input_silu ? 1 : 0, V);
+    p.M = count;
+    detail::run_gemm(ctx, p, o, Act::None);
+    ctx.launch(k_output,
+               cl::Range(cl::round_up(static_cast<std::size_t>(count), out_local), static_cast<std::size_t>(O)),
+               cl::Range(out_local, 1), M, static_cast<int>(O), 1, 0, static_cast<int>(ld), static_cast<int>(tiles_w),
+               static_cast<int>(t0), count, static_cast<int>(out_h), static_cast<int>(out_w),
+               b ? b->buffer.get() : cl_mem{nullptr}, fusion.residual ? fusion.residual->buffer.get() : cl_mem{nullptr},
+               static_cast<int>(fusion.act), out.buffer);
+  }
+  // The direct convolution's FLOPs, so a stage's rate compares with the direct path's (and with the floor).
+  ctx.add_flops(2.0 * static_cast<double>(O) * out_h * out_w * C * 9);
+  return out;
+}
+
+}  // namespace sdt::nn

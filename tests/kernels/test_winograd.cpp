@@ -1,0 +1,178 @@
+// The Winograd convolution F(4×4, 3×3) (kernels/winograd.cl + gemm.cl's batched products) against the reference
+// loops: SD-Turbo's channel counts (maps scaled down for CPU time, never the channels), tiles cut by the map's
+// edge, padding 0 and asymmetric, the fused nearest-2× upsampling and group norm + SiLU, bias, activation and
+// residual, fp32 and fp16 storage of the transformed filter, poisoned outputs; chunked tiles against one chunk.
+//
+// Tolerance (of max|ref|, against the double reference with the unrounded fp32 filter), measured on PoCL:
+//  - F(4×4), fp32 filter: the transforms multiply by up to 8 and cancel large terms, so the rounding error is
+//    larger than direct convolution's: up to 3.1e-5 at 960 channels (rel L2 5.7e-6), against 2.4e-6 (rel L2
+//    1.2e-6) for direct convolution at 512; it grows with the channel count. Bound 1e-4.
+//  - F(2×2), fp32 filter: up to 5e-7 (rel L2 2.4e-7), as exact as direct convolution. Bound 1e-5.
+//  - F(2×2), fp16 filter (fp16 weight storage): up to 4.1e-4 (rel L2 1.7e-4–3.5e-4), about the error of fp16
+//    weights in direct convolution. Bound 2e-3.
+//  - F(4×4), fp16 filter: up to 2.9e-3 (rel L2 9e-4): the rounding of U amplified fivefold over F(2×2) by the
+//    inverse transform, why fp16 storage uses F(2×2). Bound 1e-2, tested only to show it.
+#include "conv_test_util.hpp"
+#include "nn/ops_internal.hpp"
+
+using namespace sdt;
+using nn::Act;
+using nn::DType;
+
+namespace {
+
+double rtol(int m, DType storage) {
+  if (storage == DType::F32) return m == 4 ? 1e-4 : 1e-5;
+  return m == 4 ? 1e-2 : 2e-3;
+}
+
+struct WinogradCase {
+  const char* name;
+  ref::ConvShape s;
+  bool bias = true;
+  bool residual = false;
+  Act act = Act::None;
+  bool norm = false;  // group norm (32 groups, or C when fewer) + SiLU fused into the gather
+  int m = 0;          // output tile (0: the tuning row's for the storage)
+};
+
+// m = 0: the tile the tuning row uses for this storage.
+void check_winograd(WinogradCase c, DType storage, std::uint32_t seed) {
+  if (c.m == 0) c.m = nn::winograd_tile(test::kernel_context(), storage);
+  auto& ctx = test::kernel_context();
+  // The layer transforms its filter from the file's fp32 values (one rounding into the storage type), so the
+  // reference is the unrounded fp32 filter.
+  test::ConvLayer l = test::make_conv_layer(ctx, c.s, DType::F32, seed);
+  const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, storage, c.m);
+  ASSERT_EQ(u.shape, (std::vector<std::int64_t>{(c.m + 2) * (c.m + 2), c.s.O, c.s.C}));
+  ASSERT_EQ(u.dtype, storage);
+
+  test::NormParams norm;
+  nn::Tensor affine;
+  nn::ConvFusion fusion;
+  if (c.norm) {
+    norm.groups = c.s.C % 32 == 0 ? 32 : c.s.C;
+    norm.gamma = test::random_floats(c.s.C, seed + 5, 0.5f, 1.5f);
+    norm.beta = test::random_floats(c.s.C, seed + 6, -0.5f, 0.5f);
+    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
+    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
+    affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
+    fusion.input_norm = &affine;
+    fusion.input_silu = norm.silu;
+  }
+  fusion.act = c.act;
+  fusion.residual = c.residual ? &l.residual : nullptr;
+  const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
+  const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+  const nn::Tensor y = nn::conv2d_winograd(ctx, l.x, u, c.bias ? &l.b.tensor : nullptr, test::geometry(c.s), fusion);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{c.s.O, c.s.out_h(), c.s.out_w()}));
+  const auto expected = test::reference_conv(l, c.norm ? &norm : nullptr, test::to_ref(c.act), c.bias, c.residual);
+  char label[200];
+  std::snprintf(label, sizeof label, "winograd F(%d) %s %dx%dx%d->%d%s %s", c.m, c.name, c.s.C, c.s.H, c.s.W, c.s.O,
+                c.s.upsample2x ? " up2" : "", test::storage_name(storage));
+  test::expect_close(ctx, y, expected, rtol(c.m, storage), label);
+}
+
+}  // namespace
+
+TEST(Winograd, MatchesReferenceAtVaeShapes) {
+  check_winograd({"vae-mid-512", test::conv_shape(512, 8, 8, 512), true, true}, DType::F32, 10);
+  check_winograd({"vae-upsample-512", test::conv_shape(512, 4, 6, 512, 1, true)}, DType::F16, 11);
+  check_winograd({"vae-resnet-256-norm", test::conv_shape(256, 12, 12, 256), true, true, Act::None, true}, DType::F32,
+                 12);
+  check_winograd({"vae-resnet-512-256", test::conv_shape(512, 8, 8, 256), true, false, Act::None, true}, DType::F16,
+                 13);
+  check_winograd({"vae-conv-out-128-3", test::conv_shape(128, 16, 16, 3), true, false, Act::None, true}, DType::F32,
+                 14);
+}
+
+TEST(Winograd, MatchesReferenceAtUNetAndTaesdShapes) {
+  check_winograd({"unet-320", test::conv_shape(320, 16, 16, 320), true, true, Act::None, true}, DType::F16, 20);
+  check_winograd({"unet-960-320", test::conv_shape(960, 8, 8, 320), true, false, Act::None, true}, DType::F32, 21);
+  check_winograd({"unet-640", test::conv_shape(640, 8, 8, 640)}, DType::F32, 22);
+  check_winograd({"taesd-64-relu", test::conv_shape(64, 20, 20, 64), true, false, Act::ReLU}, DType::F32, 23);
+  check_winograd({"taesd-64-residual", test::conv_shape(64, 16, 16, 64), true, true}, DType::F16, 24);
+}
+
+TEST(Winograd, MatchesReferenceAtOddShapesAndPadding) {
+  for (DType storage : {DType::F32, DType::F16}) {
+    check_winograd({"partial-tiles", test::conv_shape(13, 7, 9, 7), true, true, Act::GELU}, storage, 30);
+    check_winograd({"no-pad", test::conv_shape(5, 6, 11, 66, 0), false, true}, storage, 31);
+    ref::ConvShape asym = test::conv_shape(3, 9, 5, 17);
+    asym.pad_top = 0, asym.pad_bottom = 2, asym.pad_left = 2, asym.pad_right = 1;
+    check_winograd({"asymmetric-pad", asym, true, false, Act::SiLU}, storage, 32);
+    check_winograd({"odd-upsample", test::conv_shape(3, 5, 3, 17, 1, true), true, true}, storage, 33);
+    check_winograd({"one-pixel", test::conv_shape(19, 1, 1, 5), true, true, Act::None, true}, storage, 34);
+    check_winograd({"odd-norm", test::conv_shape(27, 11, 6, 9, 1, true), true, false, Act::None, true}, storage, 35);
+  }
+}
+
+TEST(Winograd, BothTilesInBothStoragesAtVaeWidth) {
+  // F(4×4) with an fp16 filter is where the error grows (the reason fp16 storage uses F(2×2)); F(2×2) in fp32
+  // is exact to a few 1e-7 like direct convolution.
+  for (int m : {2, 4})
+    for (DType storage : {DType::F32, DType::F16}) {
+      WinogradCase c{"both-tiles", test::conv_shape(256, 10, 10, 128), true, true, Act::None, true};
+      c.m = m;
+      check_winograd(c, storage, 36);
+    }
+}
+
+TEST(Winograd, ChunkedTilesGiveTheSameBitsAsOneChunk) {
+  // A workspace budget of a few tiles forces many chunks (with a last, partial one); each tile's products are
+  // summed in the same order either way.
+  auto& ctx = test::kernel_context();
+  const test::ConvLayer l = test::make_conv_layer(ctx, test::conv_shape(24, 23, 21, 40, 1), DType::F32, 40);
+  const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, DType::F32, 4);
+  nn::ConvFusion fusion;
+  fusion.residual = &l.residual;
+  const auto whole = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s), fusion));
+  nn::detail::WinogradConfig small = nn::detail::winograd_config(ctx);
+  small.workspace_bytes = 7 * 36 * 4 * (24 + 40);  // 7 tiles: chunks of 4 (35 tiles → 9 chunks)
+  const auto previous = nn::detail::set_winograd_config_override(small);
+  const auto chunked = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s), fusion));
+  nn::detail::set_winograd_config_override(previous);
+  EXPECT_EQ(whole, chunked);
+}
+
+TEST(Winograd, FilterTransformReadsFp16Weights) {
+  // A filter already stored in fp16 (e.g. a layer whose fp32 source is gone) transforms from its rounded values.
+  auto& ctx = test::kernel_context();
+  test::ConvLayer l = test::make_conv_layer(ctx, test::conv_shape(32, 9, 9, 24), DType::F16, 50);
+  const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, DType::F32, 4);
+  const nn::Tensor y = nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s));
+  test::expect_close(ctx, y, test::reference_conv(l, nullptr, ref::Act::None, true, false), rtol(4, DType::F32),
+                     "winograd filter from fp16 weights");
+}
+
+TEST(Winograd, ErrorAgainstDirectConvolutionAtVaeWidth) {
+  // The error the fast path adds, stated against the direct path (gemm.cl) on the same layer: both against the
+  // double reference, and the two against each other.
+  auto& ctx = test::kernel_context();
+  const test::ConvLayer l = test::make_conv_layer(ctx, test::conv_shape(512, 16, 16, 512), DType::F32, 60);
+  const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, DType::F32, 4);
+  const auto winograd = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s)));
+  const auto direct = nn::download(ctx, nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(l.s)));
+  const auto expected = test::reference_conv(l, nullptr, ref::Act::None, true, false);
+  test::expect_close(direct, expected, 1e-5, "direct 512x16x16 against the reference");
+  test::expect_close(winograd, expected, rtol(4, DType::F32), "winograd F(4) 512x16x16 against the reference");
+  test::expect_close(winograd, direct, rtol(4, DType::F32), "winograd F(4) 512x16x16 against direct");
+}
+
+TEST(Winograd, RejectsBadShapes) {
+  auto& ctx = test::kernel_context();
+  const nn::Tensor x = nn::upload(ctx, test::random_floats(8 * 5 * 5, 70), {8, 5, 5});
+  const nn::Tensor w = nn::upload_weight(ctx, test::random_floats(4 * 8 * 9, 71), {4, 8, 3, 3}, DType::F32);
+  const nn::Tensor w1 = nn::upload_weight(ctx, test::random_floats(4 * 8, 72), {4, 8, 1, 1}, DType::F32);
+  const nn::Tensor u = nn::winograd_filter(ctx, w, DType::F32, 4);
+  test::expect_shape_error([&] { nn::winograd_filter(ctx, w1, DType::F32, 4); }, "winograd_filter",
+                           {"3×3", "[4, 8, 1, 1]"});
+  test::expect_shape_error([&] { nn::winograd_filter(ctx, w, DType::F32, 3); }, "winograd_filter", {"2 or 4", "3"});
+  const nn::Tensor x7 = nn::upload(ctx, test::random_floats(7 * 5 * 5, 73), {7, 5, 5});
+  test::expect_shape_error([&] { nn::conv2d_winograd(ctx, x7, u, nullptr, {}); }, "conv2d_winograd",
+                           {"[16 or 36, O, 7]", "[36, 4, 8]"});
+  nn::ConvGeometry strided;
+  strided.stride = 2;
+  test::expect_shape_error([&] { nn::conv2d_winograd(ctx, x, u, nullptr, strided); }, "conv2d_winograd", {"stride"});
+}
