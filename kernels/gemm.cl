@@ -130,11 +130,19 @@
 #define ACT_GELU 2
 #define ACT_RELU 3
 
+#define ACT_AFTER_RESIDUAL 16  // flag in `act`: act(v + residual) instead of act(v) + residual (TAESD's blocks)
+
 inline float apply_act(float v, int act) {
   if (act == ACT_SILU) return v / (1.0f + exp(-v));
   if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
   if (act == ACT_RELU) return fmax(v, 0.0f);
   return v;
+}
+
+// v: the sum with its bias; residual: 0 when there is none.
+inline float epilogue(float v, float residual, int act) {
+  if (act & ACT_AFTER_RESIDUAL) return apply_act(v + residual, act & ~ACT_AFTER_RESIDUAL);
+  return apply_act(v, act) + residual;
 }
 
 #define A_CHUNKS ((GEMM_TM * GEMM_TK) / (4 * NT))  // 4-wide chunks of the A tile per work-item
@@ -366,17 +374,15 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
       float v[VW];
       VSTORE(acc[s][q], 0, v);
       if (!raw_sums) {
+        __global const float* res = residual ? residual + (row - C) + f0 : 0;
         for (int f = 0; f < VW; ++f) {
 #if A_MODE == 0
           const float b = (bias && f0 + f < f_end) ? LOAD_BIAS(bias, f0 + f) : 0.0f;
 #else
           const float b = bn;
 #endif
-          v[f] = apply_act(v[f] + b, act);
-        }
-        if (residual) {
-          __global const float* res = residual + (row - C) + f0;
-          for (int f = 0; f < VW && f0 + f < f_end; ++f) v[f] += res[f];
+          const float r = (res && f0 + f < f_end) ? res[f] : 0.0f;
+          v[f] = epilogue(v[f] + b, r, act);
         }
       }
       if (c_vec && f0 + VW <= f_end)
@@ -404,7 +410,5 @@ __kernel void gemm_splitk_reduce(const int M, const int N, const int splits, __g
   const int idx = c_off + p;
 #endif
   if (bias) v += LOAD_BIAS(bias, n);
-  v = apply_act(v, act);
-  if (residual) v += residual[idx];
-  C[idx] = v;
+  C[idx] = epilogue(v, residual ? residual[idx] : 0.0f, act);
 }

@@ -55,11 +55,18 @@
 #define ACT_GELU 2
 #define ACT_RELU 3
 
+#define ACT_AFTER_RESIDUAL 16  // flag in `act`: act(v + residual) instead of act(v) + residual
+
 inline float apply_act(float v, int act) {
   if (act == ACT_SILU) return v / (1.0f + exp(-v));
   if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
   if (act == ACT_RELU) return fmax(v, 0.0f);
   return v;
+}
+
+inline float epilogue(float v, float residual, int act) {
+  if (act & ACT_AFTER_RESIDUAL) return apply_act(v + residual, act & ~ACT_AFTER_RESIDUAL);
+  return apply_act(v, act) + residual;
 }
 
 // U = G g G^T, computed with a scaled G whose entries are small integers (24 G for F(4x4), 2 G for F(2x2)), so
@@ -210,7 +217,7 @@ __kernel void winograd_input(__global const float* restrict x, const int C, cons
 
 // Sums the K slices of the products, transforms back and finishes the layer.   M: slice s, position p, output
 // channel o, tile t at M[s * slice_stride + (p * O + o) * ldm + t - t0]; bias: [O] or null; residual: y's shape or
-// null (added after the activation); y: [O, out_h, out_w]. global (round_up(count, ls), O).
+// null (added after the activation, or before it with ACT_AFTER_RESIDUAL); y: [O, out_h, out_w]. global (round_up(count, ls), O).
 __kernel void winograd_output(__global const float* restrict M, const int O, const int splits, const int slice_stride,
                               const int ldm, const int tiles_w, const int t0, const int count, const int out_h,
                               const int out_w, __global const BIAS_T* restrict bias,
@@ -245,9 +252,7 @@ __kernel void winograd_output(__global const float* restrict M, const int O, con
     AT(r[i], row);
     const int base = (o * out_h + oy) * out_w + ox0;
     for (int j = 0; j < WINO_M && ox0 + j < out_w; ++j) {
-      float v = apply_act(row[j] + b, act);
-      if (residual) v += residual[base + j];
-      y[base + j] = v;
+      y[base + j] = epilogue(row[j] + b, residual ? residual[base + j] : 0.0f, act);
     }
   }
 }

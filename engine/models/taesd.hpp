@@ -20,7 +20,8 @@ namespace sdt::models {
 // AutoencoderTinyBlock: relu(conv.4(relu(conv.2(relu(conv.0(x))))) + skip(x)).
 class TaesdBlock {
  public:
-  TaesdBlock(const nn::WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels);
+  // side: the map's side at the native resolution (nn::ConvPlan).
+  TaesdBlock(const nn::WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, std::int64_t side);
   nn::Tensor operator()(cl::Context& ctx, const nn::Tensor& x) const;  // [in, H, W] → [out, H, W]
 
  private:

@@ -1,5 +1,6 @@
 #include "models/unet.hpp"
 
+#include "models/native_resolution.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::models {
@@ -42,13 +43,15 @@ nn::TransformerShape transformer_shape(const io::UNetConfig& c, std::int64_t cha
           .use_linear_projection = c.use_linear_projection};
 }
 
-nn::ResnetShape resnet_shape(const io::UNetConfig& c, std::int64_t in, std::int64_t out) {
+// side: the level's map at the native resolution (the latents' side halved per level).
+nn::ResnetShape resnet_shape(const io::UNetConfig& c, std::int64_t in, std::int64_t out, std::int64_t side) {
   return {.in_channels = in,
           .out_channels = out,
           .temb_channels = 4 * static_cast<std::int64_t>(c.block_out_channels[0]),
           .groups = c.norm_num_groups,
           .eps = c.norm_eps,
-          .output_scale_factor = 1.0f};
+          .output_scale_factor = 1.0f,
+          .native_size = side};
 }
 
 }  // namespace
@@ -57,8 +60,9 @@ UNetDownBlock::UNetDownBlock(const nn::WeightScope& scope, const io::UNetConfig&
   const bool cross = is_cross_attention_down(c.down_block_types.at(index));
   const std::int64_t out = c.block_out_channels[index];
   const std::int64_t in = index == 0 ? out : c.block_out_channels[index - 1];
+  const std::int64_t side = models::kNativeLatentSide >> index;
   for (int j = 0; j < c.layers_per_block; ++j) {
-    resnets_.emplace_back(scope["resnets"][j], resnet_shape(c, j == 0 ? in : out, out));
+    resnets_.emplace_back(scope["resnets"][j], resnet_shape(c, j == 0 ? in : out, out, side));
     if (cross) attentions_.emplace_back(scope["attentions"][j], transformer_shape(c, out, c.num_heads.at(index)));
   }
   if (index + 1 < block_count(c)) downsamplers_0_.emplace(scope["downsamplers"][0], out, out, 1);
@@ -84,9 +88,10 @@ UNetMidBlock::UNetMidBlock(const nn::WeightScope& scope, const io::UNetConfig& c
     throw Error(ErrorKind::BadModel, "unet: mid block type \"" + c.mid_block_type + "\" is not supported",
                 "supported: UNetMidBlock2DCrossAttn (SD 2.x / SD-Turbo)");
   const std::int64_t C = c.block_out_channels.back();
-  resnets_.emplace_back(scope["resnets"][0], resnet_shape(c, C, C));
+  const std::int64_t side = models::kNativeLatentSide >> (block_count(c) - 1);
+  resnets_.emplace_back(scope["resnets"][0], resnet_shape(c, C, C, side));
   attentions_.emplace_back(scope["attentions"][0], transformer_shape(c, C, c.num_heads.back()));
-  resnets_.emplace_back(scope["resnets"][1], resnet_shape(c, C, C));
+  resnets_.emplace_back(scope["resnets"][1], resnet_shape(c, C, C, side));
 }
 
 nn::Tensor UNetMidBlock::operator()(cl::Context& ctx, const nn::Tensor& x, const nn::Tensor& temb_silu,
@@ -106,12 +111,13 @@ UNetUpBlock::UNetUpBlock(const nn::WeightScope& scope, const io::UNetConfig& c, 
   const std::int64_t skip_in = reversed(std::min(index + 1, n - 1));
   const int heads = c.num_heads.at(n - 1 - index);
   const int layers = c.layers_per_block + 1;
+  const std::int64_t side = models::kNativeLatentSide >> (n - 1 - index);
   for (int j = 0; j < layers; ++j) {
     const std::int64_t skip = j == layers - 1 ? skip_in : out;
-    resnets_.emplace_back(scope["resnets"][j], resnet_shape(c, (j == 0 ? prev : out) + skip, out));
+    resnets_.emplace_back(scope["resnets"][j], resnet_shape(c, (j == 0 ? prev : out) + skip, out, side));
     if (cross) attentions_.emplace_back(scope["attentions"][j], transformer_shape(c, out, heads));
   }
-  if (index + 1 < n) upsamplers_0_.emplace(scope["upsamplers"][0], out, out);
+  if (index + 1 < n) upsamplers_0_.emplace(scope["upsamplers"][0], out, out, nn::ConvPlan::square(2 * side));
 }
 
 nn::Tensor UNetUpBlock::operator()(cl::Context& ctx, nn::Tensor x, const nn::Tensor& temb_silu,
@@ -147,12 +153,13 @@ UNet2DConditionModel::UNet2DConditionModel(const nn::WeightScope& scope, const i
   const std::int64_t temb = 4 * C0;
   time_embedding_linear_1_ = nn::Linear(scope["time_embedding"]["linear_1"], C0, temb);
   time_embedding_linear_2_ = nn::Linear(scope["time_embedding"]["linear_2"], temb, temb);
-  conv_in_ = nn::Conv2d(scope["conv_in"], c.in_channels, C0, 3);
+  const nn::ConvPlan latent_plan = nn::ConvPlan::square(kNativeLatentSide);
+  conv_in_ = nn::Conv2d(scope["conv_in"], c.in_channels, C0, 3, 1, -1, true, latent_plan);
   for (int i = 0; i < n; ++i) down_blocks_.emplace_back(scope["down_blocks"][i], c, i);
   mid_block_.emplace(scope["mid_block"], c);
   for (int i = 0; i < n; ++i) up_blocks_.emplace_back(scope["up_blocks"][i], c, i);
   conv_norm_out_ = nn::GroupNorm(scope["conv_norm_out"], C0, c.norm_num_groups, c.norm_eps);
-  conv_out_ = nn::Conv2d(scope["conv_out"], C0, c.out_channels, 3);
+  conv_out_ = nn::Conv2d(scope["conv_out"], C0, c.out_channels, 3, 1, -1, true, latent_plan);
 }
 
 int UNet2DConditionModel::downsample_levels() const {
@@ -175,8 +182,11 @@ nn::Tensor UNet2DConditionModel::operator()(cl::Context& ctx, const nn::Tensor& 
   for (const auto& block : down_blocks_) block(ctx, temb_silu, context, skips);
   nn::Tensor x = (*mid_block_)(ctx, skips.back(), temb_silu, context);  // [C_last, h/2^L, w/2^L]
   for (const auto& block : up_blocks_) x = block(ctx, std::move(x), temb_silu, context, skips);
-  x = conv_norm_out_(ctx, x, true);  // silu(norm(x)): [C0, h, w]
-  return conv_out_(ctx, x);          // [out_channels, h, w]
+  const nn::Tensor norm_out = conv_norm_out_.affine(ctx, x);  // silu(norm(x)) as conv_out reads it: [C0, 2]
+  nn::ConvFusion fusion;
+  fusion.input_norm = &norm_out;
+  fusion.input_silu = true;
+  return conv_out_.forward(ctx, x, fusion);  // [out_channels, h, w]
 }
 
 }  // namespace sdt::models

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/native_resolution.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::models {
@@ -13,8 +14,15 @@ namespace {
 
 constexpr float kVaeEps = 1e-6f;  // every GroupNorm of diffusers' Encoder/Decoder, whatever the config says
 
-nn::ResnetShape vae_resnet(const io::VaeConfig& c, std::int64_t in, std::int64_t out) {
-  return {.in_channels = in, .out_channels = out, .temb_channels = 0, .groups = c.norm_num_groups, .eps = kVaeEps};
+// side: the map's side at the native resolution.
+nn::ResnetShape vae_resnet(const io::VaeConfig& c, std::int64_t in, std::int64_t out, std::int64_t side) {
+  return {.in_channels = in,
+          .out_channels = out,
+          .temb_channels = 0,
+          .groups = c.norm_num_groups,
+          .eps = kVaeEps,
+          .output_scale_factor = 1.0f,
+          .native_size = side};
 }
 
 void check_config(const io::VaeConfig& c) {
@@ -25,9 +33,9 @@ void check_config(const io::VaeConfig& c) {
 
 }  // namespace
 
-VaeMidBlock::VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& c) {
+VaeMidBlock::VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& c, std::int64_t side) {
   const std::int64_t C = c.block_out_channels.back();
-  resnets_.emplace_back(scope["resnets"][0], vae_resnet(c, C, C));
+  resnets_.emplace_back(scope["resnets"][0], vae_resnet(c, C, C, side));
   if (c.mid_block_add_attention)
     attentions_0_.emplace(scope["attentions"][0], nn::AttentionShape{.query_dim = C,
                                                                      .context_dim = 0,
@@ -36,7 +44,7 @@ VaeMidBlock::VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& c) {
                                                                      .qkv_bias = true,
                                                                      .norm_groups = c.norm_num_groups,
                                                                      .norm_eps = kVaeEps});
-  resnets_.emplace_back(scope["resnets"][1], vae_resnet(c, C, C));
+  resnets_.emplace_back(scope["resnets"][1], vae_resnet(c, C, C, side));
 }
 
 nn::Tensor VaeMidBlock::operator()(cl::Context& ctx, nn::Tensor x) const {
@@ -53,19 +61,22 @@ VaeDecoder::VaeDecoder(const nn::WeightScope& scope, const io::VaeConfig& c) : c
   if (c.use_post_quant_conv)
     post_quant_conv_.emplace(scope["post_quant_conv"], c.latent_channels, c.latent_channels, 1);
   const nn::WeightScope decoder = scope["decoder"];
-  conv_in_ = nn::Conv2d(decoder["conv_in"], c.latent_channels, reversed(0), 3);
-  mid_block_.emplace(decoder["mid_block"], c);
+  const std::int64_t latent = kNativeLatentSide;
+  conv_in_ =
+      nn::Conv2d(decoder["conv_in"], c.latent_channels, reversed(0), 3, 1, -1, true, nn::ConvPlan::square(latent));
+  mid_block_.emplace(decoder["mid_block"], c, latent);
   for (int i = 0; i < n; ++i) {
     const nn::WeightScope block = decoder["up_blocks"][i];
     const std::int64_t prev = reversed(i == 0 ? 0 : i - 1), out = reversed(i);
     UpBlock up;
     for (int j = 0; j < c.layers_per_block + 1; ++j)
-      up.resnets.emplace_back(block["resnets"][j], vae_resnet(c, j == 0 ? prev : out, out));
-    if (i + 1 < n) up.upsamplers_0.emplace(block["upsamplers"][0], out, out);
+      up.resnets.emplace_back(block["resnets"][j], vae_resnet(c, j == 0 ? prev : out, out, latent << i));
+    if (i + 1 < n) up.upsamplers_0.emplace(block["upsamplers"][0], out, out, nn::ConvPlan::square(latent << (i + 1)));
     up_blocks_.push_back(std::move(up));
   }
   conv_norm_out_ = nn::GroupNorm(decoder["conv_norm_out"], c.block_out_channels[0], c.norm_num_groups, kVaeEps);
-  conv_out_ = nn::Conv2d(decoder["conv_out"], c.block_out_channels[0], c.out_channels, 3);
+  conv_out_ = nn::Conv2d(decoder["conv_out"], c.block_out_channels[0], c.out_channels, 3, 1, -1, true,
+                         nn::ConvPlan::square(latent << (n - 1)));
 }
 
 nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) const {
@@ -79,28 +90,34 @@ nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) c
     for (const auto& resnet : up.resnets) x = resnet(ctx, std::move(x));
     if (up.upsamplers_0) x = (*up.upsamplers_0)(ctx, x);  // [C, 2h, 2w]
   }
-  x = conv_norm_out_(ctx, x, true);  // [C0, H, W]
-  return conv_out_(ctx, x);          // [3, H, W]
+  const nn::Tensor norm_out = conv_norm_out_.affine(ctx, x);  // silu(norm(x)) as conv_out reads it: [C0, 2]
+  nn::ConvFusion fusion;
+  fusion.input_norm = &norm_out;
+  fusion.input_silu = true;
+  return conv_out_.forward(ctx, x, fusion);  // [3, H, W]
 }
 
 VaeEncoder::VaeEncoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
   check_config(c);
   const int n = static_cast<int>(c.block_out_channels.size());
   const nn::WeightScope encoder = scope["encoder"];
-  conv_in_ = nn::Conv2d(encoder["conv_in"], c.in_channels, c.block_out_channels[0], 3);
+  const std::int64_t image = kNativeImageSide;
+  conv_in_ = nn::Conv2d(encoder["conv_in"], c.in_channels, c.block_out_channels[0], 3, 1, -1, true,
+                        nn::ConvPlan::square(image));
   for (int i = 0; i < n; ++i) {
     const nn::WeightScope block = encoder["down_blocks"][i];
     const std::int64_t in = c.block_out_channels[i == 0 ? 0 : i - 1], out = c.block_out_channels[i];
     DownBlock down;
     for (int j = 0; j < c.layers_per_block; ++j)
-      down.resnets.emplace_back(block["resnets"][j], vae_resnet(c, j == 0 ? in : out, out));
+      down.resnets.emplace_back(block["resnets"][j], vae_resnet(c, j == 0 ? in : out, out, image >> i));
     if (i + 1 < n) down.downsamplers_0.emplace(block["downsamplers"][0], out, out, 0);
     down_blocks_.push_back(std::move(down));
   }
-  mid_block_.emplace(encoder["mid_block"], c);
+  const std::int64_t bottom = image >> (n - 1);
+  mid_block_.emplace(encoder["mid_block"], c, bottom);
   const std::int64_t C = c.block_out_channels.back();
   conv_norm_out_ = nn::GroupNorm(encoder["conv_norm_out"], C, c.norm_num_groups, kVaeEps);
-  conv_out_ = nn::Conv2d(encoder["conv_out"], C, 2 * c.latent_channels, 3);
+  conv_out_ = nn::Conv2d(encoder["conv_out"], C, 2 * c.latent_channels, 3, 1, -1, true, nn::ConvPlan::square(bottom));
   if (c.use_quant_conv) quant_conv_.emplace(scope["quant_conv"], 2 * c.latent_channels, 2 * c.latent_channels, 1);
 }
 
@@ -112,8 +129,11 @@ nn::Tensor VaeEncoder::operator()(cl::Context& ctx, const nn::Tensor& image) con
     if (down.downsamplers_0) x = (*down.downsamplers_0)(ctx, x);  // [C, H/2, W/2]
   }
   x = (*mid_block_)(ctx, std::move(x));
-  x = conv_norm_out_(ctx, x, true);
-  x = conv_out_(ctx, x);  // [2L, h, w]
+  const nn::Tensor norm_out = conv_norm_out_.affine(ctx, x);  // silu(norm(x)) as conv_out reads it: [C, 2]
+  nn::ConvFusion fusion;
+  fusion.input_norm = &norm_out;
+  fusion.input_silu = true;
+  x = conv_out_.forward(ctx, x, fusion);  // [2L, h, w]
   if (quant_conv_) x = (*quant_conv_)(ctx, x);
   return x;
 }

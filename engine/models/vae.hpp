@@ -17,7 +17,8 @@ namespace sdt::models {
 // UNetMidBlock2D without time embedding: resnets.0, attentions.0 (optional), resnets.1.
 class VaeMidBlock {
  public:
-  VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& config);
+  // side: the map's side at the native resolution.
+  VaeMidBlock(const nn::WeightScope& scope, const io::VaeConfig& config, std::int64_t side);
   nn::Tensor operator()(cl::Context& ctx, nn::Tensor x) const;  // [C, h, w] → [C, h, w], consumes x
 
  private:

@@ -12,27 +12,52 @@ ConvGeometry symmetric(int stride, int padding) {
 }  // namespace
 
 Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
-               int stride, int padding, bool bias)
+               int stride, int padding, bool bias, const ConvPlan& plan)
     : Conv2d(scope, in_channels, out_channels, kernel_size, symmetric(stride, padding < 0 ? kernel_size / 2 : padding),
-             bias) {}
+             bias, plan) {}
 
 Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
-               const ConvGeometry& geometry, bool bias)
+               const ConvGeometry& geometry, bool bias, const ConvPlan& plan)
     : in_channels_(in_channels), out_channels_(out_channels), geometry_(geometry) {
-  weight_ = scope.matrix("weight", {out_channels, in_channels, kernel_size, kernel_size});
+  const std::vector<std::int64_t> shape{out_channels, in_channels, kernel_size, kernel_size};
+  const DType storage = scope.storage();
+  if (kernel_size == 3 && plan.native_h > 0 &&
+      winograd_worth(scope.ctx(), in_channels, out_channels, geometry, plan.native_h, plan.native_w, storage)) {
+    // The filter transform reads the fp32 values, so the transformed filter is rounded once into the storage.
+    const int m = winograd_tile(scope.ctx(), storage);
+    winograd_ = scope.transformed("weight", shape,
+                                  [&](const Tensor& w) { return winograd_filter(scope.ctx(), w, storage, m); });
+  } else {
+    weight_ = scope.matrix("weight", shape);
+  }
   if (bias) bias_ = scope.vector("bias", out_channels);
+}
+
+Tensor Conv2d::run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,
+                   const Tensor* bias) const {
+  if (winograd_.defined()) return conv2d_winograd(ctx, x, winograd_, bias, geometry, fusion);
+  return conv2d(ctx, x, weight_, bias, geometry, fusion);
 }
 
 Tensor Conv2d::operator()(cl::Context& ctx, const Tensor& x, const Tensor* residual) const {
   // x: [in, H, W] → [out, (H + pad_top + pad_bottom − k) / stride + 1, …]
-  return conv2d(ctx, x, weight_, bias(), geometry_, residual);
+  ConvFusion fusion;
+  fusion.residual = residual;
+  return run(ctx, x, geometry_, fusion, this->bias());
+}
+
+Tensor Conv2d::forward(cl::Context& ctx, const Tensor& x, const ConvFusion& fusion, const Tensor* bias) const {
+  // x: [in, H, W] → [out, H', W']
+  return run(ctx, x, geometry_, fusion, bias ? bias : this->bias());
 }
 
 Tensor Conv2d::upsampled(cl::Context& ctx, const Tensor& x, const Tensor* residual) const {
   // x: [in, H, W] read as [in, 2H, 2W] → [out, …]
   ConvGeometry g = geometry_;
   g.upsample2x = true;
-  return conv2d(ctx, x, weight_, bias(), g, residual);
+  ConvFusion fusion;
+  fusion.residual = residual;
+  return run(ctx, x, g, fusion, this->bias());
 }
 
 }  // namespace sdt::nn

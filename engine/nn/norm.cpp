@@ -20,6 +20,11 @@ Tensor GroupNorm::operator()(cl::Context& ctx, const Tensor& x, bool silu) const
   return group_norm(ctx, x, weight_, bias_, groups_, eps_, silu);
 }
 
+Tensor GroupNorm::affine(cl::Context& ctx, const Tensor& x) const {
+  // x: [C, H, W] → [C, 2]
+  return group_norm_affine(ctx, x, weight_, bias_, groups_, eps_);
+}
+
 LayerNorm::LayerNorm(const WeightScope& scope, std::int64_t dim, float eps) : dim_(dim), eps_(eps) {
   weight_ = scope.vector("weight", dim);
   bias_ = scope.vector("bias", dim);

@@ -16,6 +16,9 @@ class GroupNorm {
 
   // x: [C, H, W] (or [C, N]) → same shape; SiLU after the affine map when `silu`.
   Tensor operator()(cl::Context& ctx, const Tensor& x, bool silu = false) const;
+  // The norm of x as a per-channel (scale, shift) [C, 2] for the next convolution to apply as it reads x
+  // (nn::ConvFusion::input_norm): the normalised map is never written.
+  Tensor affine(cl::Context& ctx, const Tensor& x) const;
 
   std::int64_t channels() const { return channels_; }
 

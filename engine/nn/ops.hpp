@@ -41,7 +41,8 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 //  - input_norm: a group norm of x (+SiLU when input_silu), applied to each value as the convolution reads it,
 //    from its per-channel affine form (group_norm_affine below); the zero padding stays zero, as when torch pads
 //    the normalised map. So `conv(silu(group_norm(x)))` never writes the normalised map.
-//  - act: applied to conv + bias; residual: [O, H', W'] added after the activation.
+//  - act: applied to conv + bias; residual: [O, H', W'] added after the activation, or before it with
+//    act_after_residual (TAESD's blocks: relu(conv(h) + skip(x))).
 // A kernel path that cannot apply the norm in its gather (today the tensor-core kernel) normalises x first, with
 // the same result up to rounding.
 struct ConvFusion {
@@ -49,6 +50,7 @@ struct ConvFusion {
   bool input_silu = false;
   Act act = Act::None;
   const Tensor* residual = nullptr;
+  bool act_after_residual = false;
 };
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& geometry,
               const ConvFusion& fusion);

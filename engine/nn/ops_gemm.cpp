@@ -44,12 +44,12 @@ void check_residual(const std::string& op, const Tensor* residual, const std::ve
 }
 
 // The split-K reduction of kernels/gemm.cl: sums `splits` slices of `partial` in order, then the epilogue.
-void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, int splits,
-                          const cl::Buffer& partial, const std::string& options) {
+void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, int act_code,
+                          int splits, const cl::Buffer& partial, const std::string& options) {
   cl_kernel reduce = ctx.kernel("gemm", "gemm_splitk_reduce", options);
   const std::size_t ls = detail::fit_local(ctx, reduce, 256);
   ctx.launch(reduce, cl::Range(cl::round_up(static_cast<std::size_t>(p.M) * p.N, ls)), cl::Range(ls), p.M, p.N, splits,
-             partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
+             partial, o.bias, o.residual, o.c, act_code, p.c_off, p.ldc);
 }
 
 // Launches a gemm.cl / gemm_tc.cl kernel (same arguments): with one K slice the kernel applies the epilogue
@@ -66,7 +66,7 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
              split ? cl_mem{nullptr} : o.residual, o.c, static_cast<int>(split ? Act::None : act), p.a_off, p.lda,
              p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample,
              k_chunk, split ? partial.get() : cl_mem{nullptr});
-  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
+  if (split) launch_splitk_reduce(ctx, p, o, static_cast<int>(act), splits, partial, reduce_options);
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
@@ -123,7 +123,8 @@ bool detail::gather_applies_input_norm(const cl::Context& ctx, bool b_half) {
 }
 
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (p.batch == 1 && !o.input_norm)
+  // gemm_tc.cl has neither the norm gather nor the act-after-residual epilogue: such products stay here.
+  if (p.batch == 1 && !o.input_norm && !o.act_after_residual)
     if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
       if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
   if (o.input_norm && p.mode != kModeConv) fail("gemm", "an input norm is applied in the k×k convolution gather only");
@@ -166,12 +167,13 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
   const int out_ld = split ? (m_fast ? p.M : p.N) : ldc;
   const int c_vec = split ? aligned4({out_ld}) : aligned4({p.c_off, ldc, p.batch_c});
+  const int act_code = static_cast<int>(act) | (o.act_after_residual ? kActAfterResidual : 0);
   ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
-             split ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c,
-             static_cast<int>(split ? Act::None : act), p.a_off, p.lda, p.b_off, p.ldb, split ? 0 : p.c_off, out_ld,
-             a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk, splits,
-             split ? 1 : 0, p.M * p.N, p.batch_a, p.batch_b, p.batch_c, o.input_norm, o.input_silu ? 1 : 0);
-  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, config.defines() + variant);
+             split ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c, split ? 0 : act_code, p.a_off, p.lda,
+             p.b_off, p.ldb, split ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride,
+             p.pad_top, p.pad_left, p.upsample, k_chunk, splits, split ? 1 : 0, p.M * p.N, p.batch_a, p.batch_b,
+             p.batch_c, o.input_norm, o.input_silu ? 1 : 0);
+  if (split) launch_splitk_reduce(ctx, p, o, act_code, splits, partial, config.defines() + variant);
   if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }
 
@@ -279,6 +281,14 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     o.input_norm = fusion.input_norm->buffer.get();
     o.input_silu = fusion.input_silu;
   }
+  // act(conv + residual): in gemm.cl's epilogue; the tensor-core kernel's epilogue adds the residual last, so
+  // there the activation is a pass of its own.
+  const bool act_last = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
+  if (act_last && !detail::gather_applies_input_norm(ctx, w.dtype == DType::F16)) {
+    detail::run_gemm(ctx, p, o, Act::None);
+    return activation(ctx, out, fusion.act);
+  }
+  o.act_after_residual = act_last;
   detail::run_gemm(ctx, p, o, fusion.act);
   return out;
 }

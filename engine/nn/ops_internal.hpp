@@ -79,6 +79,8 @@ struct GemmOperands {
   // gather_applies_input_norm() first.
   cl_mem input_norm = nullptr;
   bool input_silu = false;
+  // act(v + residual) instead of act(v) + residual (gemm.cl only, like input_norm).
+  bool act_after_residual = false;
 };
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 // How many slices K is split into for a product of `tiles` work-groups: 1 when the tiles fill the device
@@ -87,9 +89,12 @@ int gemm_splits(const cl::Context& ctx, std::size_t tiles, int K, int tk);
 // Tests and tuning: force the number of K slices (clamped to the K steps available); nullopt: the heuristic.
 void set_gemm_split_override(std::optional<int> splits);
 
-// Whether run_gemm applies GemmOperands::input_norm in its gather for a product with this weight storage
-// (gemm.cl does; gemm_tc.cl does not yet, so the caller normalises x first there).
+// Whether run_gemm applies GemmOperands::input_norm in its gather, and an act code with kActAfterResidual, for a
+// product with this weight storage (gemm.cl does; gemm_tc.cl does not yet, so the caller normalises x first and
+// applies such an activation on its own there).
 bool gather_applies_input_norm(const cl::Context& ctx, bool b_half);
+// Flag in the act code of gemm.cl and winograd.cl: act(v + residual) instead of act(v) + residual.
+constexpr int kActAfterResidual = 16;
 
 // ---- Winograd convolution (kernels/winograd.cl)
 struct WinogradConfig {

@@ -176,6 +176,8 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   o.b_half = u.dtype == DType::F16;
 
   const cl_mem norm = fusion.input_norm ? fusion.input_norm->buffer.get() : nullptr;
+  const int act_code =
+      static_cast<int>(fusion.act) | (fusion.act_after_residual && fusion.residual ? detail::kActAfterResidual : 0);
   for (std::int64_t t0 = 0; t0 < total; t0 += chunk) {
     const int count = static_cast<int>(std::min(chunk, total - t0));
     ctx.launch(k_input, cl::Range(cl::round_up(static_cast<std::size_t>(count), in_local), static_cast<std::size_t>(C)),
@@ -189,7 +191,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
                cl::Range(out_local, 1), M, static_cast<int>(O), 1, 0, static_cast<int>(ld), static_cast<int>(tiles_w),
                static_cast<int>(t0), count, static_cast<int>(out_h), static_cast<int>(out_w),
                b ? b->buffer.get() : cl_mem{nullptr}, fusion.residual ? fusion.residual->buffer.get() : cl_mem{nullptr},
-               static_cast<int>(fusion.act), out.buffer);
+               act_code, out.buffer);
   }
   // The direct convolution's FLOPs, so a stage's rate compares with the direct path's (and with the floor).
   ctx.add_flops(2.0 * static_cast<double>(O) * out_h * out_w * C * 9);

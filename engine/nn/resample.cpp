@@ -24,8 +24,8 @@ Tensor Downsample2D::operator()(cl::Context& ctx, const Tensor& x) const {
   return conv_(ctx, x);
 }
 
-Upsample2D::Upsample2D(const WeightScope& scope, std::int64_t channels, std::int64_t out_channels)
-    : conv_(scope["conv"], channels, out_channels, 3, 1, 1) {}
+Upsample2D::Upsample2D(const WeightScope& scope, std::int64_t channels, std::int64_t out_channels, const ConvPlan& plan)
+    : conv_(scope["conv"], channels, out_channels, 3, 1, 1, true, plan) {}
 
 Tensor Upsample2D::operator()(cl::Context& ctx, const Tensor& x) const {
   // x: [C, H, W]: F.interpolate(nearest, 2×) then the conv, in one pass → [out, 2H, 2W]

@@ -24,8 +24,8 @@ class Downsample2D {
 class Upsample2D {
  public:
   Upsample2D() = default;
-  // Loads "<scope>conv.weight" [out, channels, 3, 3] and its bias.
-  Upsample2D(const WeightScope& scope, std::int64_t channels, std::int64_t out_channels);
+  // Loads "<scope>conv.weight" [out, channels, 3, 3] and its bias. plan: the output map at native resolution.
+  Upsample2D(const WeightScope& scope, std::int64_t channels, std::int64_t out_channels, const ConvPlan& plan = {});
 
   // x: [C, H, W] → [out, 2H, 2W]
   Tensor operator()(cl::Context& ctx, const Tensor& x) const;

@@ -3,6 +3,9 @@
 //   h = conv2(silu(norm2(h)))            (dropout is the identity at inference)
 //   out = (shortcut(x) + h) / output_scale_factor, shortcut a 1×1 conv when the channel count changes.
 // Without time embedding (the VAE) the time term is absent.
+// Fused: each silu(norm(·)) is applied by the convolution that reads it (nn::ConvFusion), the time term is added
+// to conv1's bias by the projection itself (its residual is conv1's bias), and the shortcut is conv2's residual:
+// per block two convolutions, two small statistics passes and the projection, no element-wise pass.
 #pragma once
 
 #include <optional>
@@ -20,6 +23,7 @@ struct ResnetShape {
   int groups = 32;
   float eps = 1e-5f;
   float output_scale_factor = 1.0f;
+  std::int64_t native_size = 0;  // the map's side at the model's native resolution (nn::ConvPlan), 0: unknown
 };
 
 class ResnetBlock2D {
@@ -44,6 +48,7 @@ class ResnetBlock2D {
   GroupNorm norm2_;
   Conv2d conv2_;
   std::optional<Conv2d> conv_shortcut_;
+  Tensor conv1_bias_row_;  // conv1's bias viewed as [1, out]: the time projection's residual
 };
 
 }  // namespace sdt::nn

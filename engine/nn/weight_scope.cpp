@@ -50,6 +50,13 @@ Tensor WeightScope::f32(const std::string& leaf, const std::vector<std::int64_t>
   return indexed(leaf, upload_weight(*ctx_, weights_->get(name(leaf), shape), DType::F32));
 }
 
+Tensor WeightScope::transformed(const std::string& leaf, const std::vector<std::int64_t>& shape,
+                                const std::function<Tensor(const Tensor&)>& transform) const {
+  check_cancel();
+  const Tensor source = upload_weight(*ctx_, weights_->get(name(leaf), shape), DType::F32);
+  return indexed(leaf, transform(source));
+}
+
 bool WeightScope::has(const std::string& leaf) const {
   return weights_->has(name(leaf));
 }

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ class WeightScope {
   Tensor vector(const std::string& leaf, std::int64_t n) const;
   // A tensor as fp32 whatever the storage (tables the kernels read as fp32).
   Tensor f32(const std::string& leaf, const std::vector<std::int64_t>& shape) const;
+  // A weight read as fp32 (one rounding from the file's type at most) and replaced by transform(weight), e.g. the
+  // Winograd filter transform into the storage type: the index records the result under the weight's name, and
+  // the fp32 upload is released once the transform's kernels have run.
+  Tensor transformed(const std::string& leaf, const std::vector<std::int64_t>& shape,
+                     const std::function<Tensor(const Tensor&)>& transform) const;
 
   bool has(const std::string& leaf) const;
   std::string name(const std::string& leaf) const { return prefix_ + leaf; }
