@@ -42,32 +42,8 @@
 #ifndef INPUT_NORM
 #define INPUT_NORM 0
 #endif
-#if BIAS_HALF
-#define BIAS_T half
-#define LOAD_BIAS(p, i) vload_half((i), (p))
-#else
-#define BIAS_T float
-#define LOAD_BIAS(p, i) ((p)[(i)])
-#endif
-
-#define ACT_NONE 0
-#define ACT_SILU 1
-#define ACT_GELU 2
-#define ACT_RELU 3
-
-#define ACT_AFTER_RESIDUAL 16  // flag in `act`: act(v + residual) instead of act(v) + residual
-
-inline float apply_act(float v, int act) {
-  if (act == ACT_SILU) return v / (1.0f + exp(-v));
-  if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
-  if (act == ACT_RELU) return fmax(v, 0.0f);
-  return v;
-}
-
-inline float epilogue(float v, float residual, int act) {
-  if (act & ACT_AFTER_RESIDUAL) return apply_act(v + residual, act & ~ACT_AFTER_RESIDUAL);
-  return apply_act(v, act) + residual;
-}
+// BIAS_T / LOAD_BIAS (BIAS_HALF), the activation codes, apply_act and epilogue come from the prelude,
+// kernels/common.cl.
 
 // U = G g G^T, computed with a scaled G whose entries are small integers (24 G for F(4x4), 2 G for F(2x2)), so
 // the products and sums before the one final division round no worse than the weights' own fp32 values.

@@ -5,7 +5,6 @@
 // products as one batched launch and transforms back with bias, activation and residual: three launches per
 // chunk of tiles.
 #include <algorithm>
-#include <mutex>
 
 #include "nn/ops_internal.hpp"
 
@@ -14,10 +13,6 @@ namespace {
 
 using detail::describe;
 using detail::fail;
-
-std::mutex g_use_mutex;
-std::optional<detail::WinogradUse> g_use_override;
-std::optional<detail::WinogradConfig> g_config_override;
 
 std::int64_t tiles(std::int64_t h, std::int64_t w, int m) {
   return ((h + m - 1) / m) * ((w + m - 1) / m);
@@ -31,52 +26,26 @@ int tile_of(const Tensor& u) {
 
 }  // namespace
 
-detail::WinogradConfig detail::winograd_config(const cl::Context& ctx) {
-  {
-    std::lock_guard lock(g_use_mutex);
-    if (g_config_override) return *g_config_override;
-  }
-  WinogradConfig config;
-  // CPUs: the same rule; their products run at a few GFLOP/s either way, and the tests exercise both paths.
-  (void)ctx;
-  return config;
-}
-
-detail::WinogradUse detail::winograd_use(const cl::Context&) {
-  std::lock_guard lock(g_use_mutex);
-  return g_use_override.value_or(WinogradUse::Auto);
-}
-
-std::optional<detail::WinogradUse> detail::set_winograd_override(std::optional<WinogradUse> use) {
-  std::lock_guard lock(g_use_mutex);
-  return std::exchange(g_use_override, use);
-}
-
-std::optional<detail::WinogradConfig> detail::set_winograd_config_override(std::optional<WinogradConfig> config) {
-  std::lock_guard lock(g_use_mutex);
-  return std::exchange(g_config_override, config);
-}
-
 bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& g, std::int64_t h,
                     std::int64_t w, DType storage) {
   if (g.stride != 1 || C <= 0 || O <= 0 || h <= 0 || w <= 0) return false;
   // The tensor-core kernel is faster than Winograd on the SIMT units, and exact to fp16 products.
-  if (detail::tensor_core_path(ctx, storage == DType::F16) != detail::TensorCores::Off) return false;
-  switch (detail::winograd_use(ctx)) {
-    case detail::WinogradUse::Never:
+  if (!detail::portable_gemm(ctx, storage == DType::F16)) return false;
+  switch (ctx.tuning().winograd_use()) {
+    case cl::WinogradUse::Never:
       return false;
-    case detail::WinogradUse::Always:
+    case cl::WinogradUse::Always:
       return true;
-    case detail::WinogradUse::Auto:
+    case cl::WinogradUse::Auto:
       break;
   }
-  const detail::WinogradConfig config = detail::winograd_config(ctx);
-  return C >= config.min_channels && tiles(h, w, 4) >= config.min_tiles;
+  const cl::WinogradRow row = ctx.tuning().winograd();
+  return C >= row.min_channels && tiles(h, w, 4) >= row.min_tiles;
 }
 
 int winograd_tile(const cl::Context& ctx, DType storage) {
-  const detail::WinogradConfig config = detail::winograd_config(ctx);
-  return storage == DType::F16 ? config.tile_f16 : config.tile_f32;
+  const cl::WinogradRow row = ctx.tuning().winograd();
+  return storage == DType::F16 ? row.tile_f16 : row.tile_f32;
 }
 
 Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m) {
@@ -136,7 +105,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   const std::int64_t total = tiles(out_h, out_w, m);
   const std::int64_t tiles_w = (out_w + m - 1) / m;
   const std::int64_t per_tile = sizeof(float) * positions * (C + O);
-  const std::int64_t by_budget = static_cast<std::int64_t>(detail::winograd_config(ctx).workspace_bytes) / per_tile;
+  const std::int64_t by_budget = static_cast<std::int64_t>(ctx.tuning().winograd().workspace_bytes) / per_tile;
   const std::int64_t by_index = ((std::int64_t(1) << 31) - 1) / (positions * std::max(C, O));
   std::int64_t chunk = std::min({total, by_budget, by_index});
   if (chunk >= 8) chunk -= chunk % 4;
@@ -158,7 +127,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   const std::size_t out_local = detail::fit_local(ctx, k_output, 64);
 
   detail::GemmProblem p;
-  p.mode = 1;
+  p.mode = cl::GemmMode::Conv1x1;
   p.N = static_cast<int>(O);
   p.K = static_cast<int>(C);
   p.lda = static_cast<int>(ld);

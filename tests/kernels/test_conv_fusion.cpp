@@ -63,7 +63,13 @@ ref::ConvShape shape(int C, int H, int W, int O, int k = 3, int stride = 1, int 
 
 }  // namespace
 
+// fp16 weights would take the tensor-core kernel on NVIDIA GPUs (fp16 activations, and the fallback tested
+// below): these tests are of gemm.cl's gather.
+#define PIN_GEMM_CL \
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; })
+
 TEST(ConvFusion, GroupNormSiluInTheGatherAtSdTurboShapes) {
+  PIN_GEMM_CL;
   // The UNet's and VAE's resnet convolutions (conv1 after norm1, conv2 after norm2 with the residual), the
   // decoder's conv_norm_out → conv_out, and an upsample read of a normalised map.
   check_fused_conv({"unet-conv1-320", shape(320, 8, 8, 320)}, DType::F16, 10);
@@ -73,6 +79,7 @@ TEST(ConvFusion, GroupNormSiluInTheGatherAtSdTurboShapes) {
 }
 
 TEST(ConvFusion, GatherKeepsThePaddingZeroAtOddShapes) {
+  PIN_GEMM_CL;
   // With a shift in the norm, a padded value normalised by mistake would be beta - mean·scale, not zero.
   for (DType storage : {DType::F32, DType::F16}) {
     check_fused_conv({"odd", shape(27, 7, 9, 13), 9, true, Act::ReLU}, storage, 20);
@@ -82,11 +89,13 @@ TEST(ConvFusion, GatherKeepsThePaddingZeroAtOddShapes) {
 }
 
 TEST(ConvFusion, OneByOneConvolutionNormalisesFirst) {
+  PIN_GEMM_CL;
   // 1×1 convolutions read x as a plain matrix (gemm.cl mode 1) without a gather: the op applies the norm on its own.
   check_fused_conv({"1x1", shape(64, 9, 7, 24, 1, 1, 0), 32, true, Act::None, true}, DType::F32, 30);
 }
 
 TEST(ConvFusion, LargeGroupMeanStaysAccurate) {
+  PIN_GEMM_CL;
   // Inputs of mean 100 and spread 1: the affine form's shift (beta − mean·scale) cancels against x·scale, so the
   // rounding of values of order 100·scale shows (as the rounding of the mean does in the unfused norm): measured
   // 5.9e-6 of max|ref| (rel L2 7.5e-6) on PoCL. Bound 5e-5.
@@ -97,9 +106,9 @@ TEST(ConvFusion, TensorCoreFallbackNormalisesFirst) {
   // gemm_tc.cl has no norm in its gather yet: with fp16 weights on the tensor-core path (here its plain-loop
   // stand-in) x is normalised by apply_channel_affine, then the product rounds activations to fp16 (bound as
   // test_gemm_tc.cpp's fp16-activation products: 5e-3 of max|ref| against the fp32 reference).
-  const auto previous = nn::detail::set_tensor_core_override(nn::detail::TensorCores::Emulated);
+  test::TuningScope emulated(test::kernel_context(),
+                             [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Emulated; });
   check_fused_conv({"tc-fallback", shape(64, 8, 8, 64)}, DType::F16, 50, 5e-3);
-  nn::detail::set_tensor_core_override(previous);
 }
 
 TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {

@@ -128,11 +128,12 @@ TEST(Winograd, ChunkedTilesGiveTheSameBitsAsOneChunk) {
   nn::ConvFusion fusion;
   fusion.residual = &l.residual;
   const auto whole = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s), fusion));
-  nn::detail::WinogradConfig small = nn::detail::winograd_config(ctx);
-  small.workspace_bytes = 7 * 36 * 4 * (24 + 40);  // 7 tiles: chunks of 4 (35 tiles → 9 chunks)
-  const auto previous = nn::detail::set_winograd_config_override(small);
-  const auto chunked = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s), fusion));
-  nn::detail::set_winograd_config_override(previous);
+  std::vector<float> chunked;
+  {
+    // 7 tiles per chunk: chunks of 4 (36 tiles → 9 chunks)
+    test::TuningScope small(ctx, [](cl::TuningOverrides& o) { o.winograd_workspace_bytes = 7 * 36 * 4 * (24 + 40); });
+    chunked = nn::download(ctx, nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(l.s), fusion));
+  }
   EXPECT_EQ(whole, chunked);
 }
 
