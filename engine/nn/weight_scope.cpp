@@ -54,6 +54,7 @@ Tensor WeightScope::transformed(const std::string& leaf, const std::vector<std::
                                 const std::function<Tensor(const Tensor&)>& transform) const {
   check_cancel();
   const Tensor source = upload_weight(*ctx_, weights_->get(name(leaf), shape), DType::F32);
+  if (index_) index_->count_transformed();
   return indexed(leaf, transform(source));
 }
 

@@ -35,9 +35,13 @@ class WeightIndex {
   };
   void add(const std::string& name, const Tensor& weight);
   const std::vector<Entry>& entries() const { return entries_; }
+  // How many weights were stored transformed (WeightScope::transformed: the Winograd layers' filters).
+  int transformed() const { return transformed_; }
+  void count_transformed() { ++transformed_; }
 
  private:
   std::vector<Entry> entries_;
+  int transformed_ = 0;
 };
 
 class WeightScope {

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "io/model_files.hpp"
+#include "nn/gemm_tuner.hpp"
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/stage_timing.hpp"
 #include "runtime/log.hpp"
@@ -128,6 +129,7 @@ void Engine::Impl::open() {
   context_options.cache_dir = options_.cache_dir;
   context_options.watchdog = watchdog_for(options_.watchdog_seconds, device.info);
   ctx_ = std::make_unique<cl::Context>(device, context_options);
+  prepare_kernels();
 
   const auto upload_start = Clock::now();
   pipeline::ResidentModels models;
@@ -150,12 +152,38 @@ void Engine::Impl::open() {
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
   load_.weight_bytes = ctx_->memory().persistent_bytes;
+  paths_.winograd_layers = models.weights.transformed();
+  paths_.tensor_cores = ctx_->tuning().tensor_core_path(options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx;
   pipeline_ = std::make_unique<pipeline::Pipeline>(*ctx_, files_, std::move(models), options_.prompt_cache_entries);
   files_.weights = io::WeightSet();  // everything is on the device: unmap the files, free generated weights
   needs_reopen_ = false;
   log->info("opened {} ({}) on {}: {:.1f} MiB of {} weights, load {:.0f} ms, upload {:.0f} ms", summary_.name,
             summary_.layout, device_.name, static_cast<double>(load_.weight_bytes) / (1 << 20),
             options_.weights == WeightStorage::F32 ? "fp32" : "fp16", load_.model_load_ms, load_.upload_ms);
+}
+
+void Engine::Impl::prepare_kernels() {
+  cl::TuningOverrides overrides = ctx_->tuning().overrides();
+  if (options_.winograd != WinogradUse::Auto)
+    overrides.winograd = options_.winograd == WinogradUse::Off ? cl::WinogradUse::Never : cl::WinogradUse::Always;
+  ctx_->set_tuning_overrides(overrides);
+  paths_ = {};
+  paths_.tuning_row = ctx_->tuning().row().label;
+  if (options_.kernel_tuning == KernelTuning::Auto) {
+    nn::GemmTuneOptions tune;
+    tune.storage = storage_of(options_.weights);
+    tune.progress = options_.on_tuning_progress;
+    tune.cancel = options_.cancel;
+    try {
+      paths_.tiles_tuned = nn::prepare_gemm_tuning(*ctx_, false, tune).has_value();
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Cancelled) throw;
+      // The table's default tiles are correct everywhere; tuning only makes them faster.
+      log::get("engine")->warn("kernel tuning failed, the default tiles stay: {}", e.message());
+    }
+  }
+  paths_.gemm_tiles =
+      nn::gemm_row_text({ctx_->tuning().gemm(cl::GemmMode::Linear), ctx_->tuning().gemm(cl::GemmMode::Conv)});
 }
 
 Result Engine::Impl::generate(const Request& request, const ProgressCallback& on_progress,
@@ -367,6 +395,9 @@ const ModelSummary& Engine::model() const {
 }
 const LoadTimings& Engine::load_timings() const {
   return impl_->load_;
+}
+const KernelPaths& Engine::kernel_paths() const {
+  return impl_->paths_;
 }
 
 std::vector<PngText> Engine::png_metadata(const Request& request, const Result& result, bool tiny_image) const {

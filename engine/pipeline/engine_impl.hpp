@@ -20,6 +20,9 @@ struct Engine::Impl {
 
   // Opens the files, the device and uploads the models (also used to recover after a device loss).
   void open();
+  // The context's kernel choices from the options (Winograd), and the one-time tile tuning on GPUs the tuning table
+  // does not know (nn/gemm_tuner.hpp); fills paths_.
+  void prepare_kernels();
   Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel);
   void validate(const Request& request) const;
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image) const;
@@ -33,6 +36,7 @@ struct Engine::Impl {
   DeviceInfo device_;
   ModelSummary summary_;
   LoadTimings load_;
+  KernelPaths paths_;
   std::unique_ptr<cl::Context> ctx_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
   // Set by a generate() that ran out of device memory once the VAE decode had begun: the engine may try tiles.

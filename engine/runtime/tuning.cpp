@@ -46,7 +46,7 @@ const TuningRow kTable[] = {
     {
         // The safe default (AMD, Intel and any GPU nobody measured): 64×64 tiles of 4×4 (256 work-items: four
         // wave64 or eight wave32 wavefronts, 17 KB of local memory with double buffering), shrunk by the choosers
-        // where a device cannot run that. The tuner (runtime/gemm_tuner.hpp) measures better rows on the device.
+        // where a device cannot run that. The engine tunes gemm.cl's tiles on such GPUs (nn/gemm_tuner.hpp).
         .label = "default",
         .match = {},
         .gemm = {.linear = {64, 64, 16, 4, 4, 4}, .conv = {64, 64, 16, 4, 4, 4}},

@@ -142,6 +142,8 @@ struct DeviceMatch {
 struct TuningRow {
   const char* label;  // for the log: which row a device got
   DeviceMatch match;
+  // The last row, for devices nobody measured: the engine tunes gemm.cl's tiles on them (nn/gemm_tuner.hpp).
+  bool is_default() const { return !*match.vendor && !*match.name && match.type == DeviceMatch::Type::Any; }
   GemmRow gemm;
   TensorCoreRow tensor_cores;
   AttentionRow attention;
@@ -164,7 +166,7 @@ struct TuningOverrides {
   std::optional<std::size_t> attention_block_bytes = {};  // the wide-head attention's score block (0: the row's)
   std::optional<WinogradUse> winograd = {};               // which layers may run as Winograd (default Auto)
   std::optional<std::size_t> winograd_workspace_bytes = {};
-  std::optional<GemmRow> tuned_gemm = {};  // a row measured on this device by the tuner (runtime/gemm_tuner.hpp)
+  std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and

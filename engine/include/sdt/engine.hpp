@@ -22,6 +22,12 @@ namespace sdt {
 
 enum class Decoder { Full, Tiny, Both };
 enum class WeightStorage { F16, F32 };
+// Which 3×3 stride-1 convolutions run as Winograd: Auto chooses per layer by shape (docs/KERNELS.md), where the
+// products run on the portable kernels; Off keeps every layer direct; On takes every layer that can.
+enum class WinogradUse { Auto, Off, On };
+// Tile sizes measured on the user's GPU: Auto on GPUs the tuning table does not know (AMD, Intel), once per device
+// and driver (a few seconds while the engine opens, then read from the kernel cache); Off keeps the table's tiles.
+enum class KernelTuning { Auto, Off };
 
 const char* to_string(Decoder decoder);
 std::optional<Decoder> parse_decoder(const std::string& text);
@@ -43,6 +49,10 @@ struct EngineOptions {
   bool profile_kernels = false;     // keep per-kernel events for a per-family breakdown (benchmark)
   // Checked between weight uploads while the engine opens: raising it stops loading with Error (Cancelled).
   const std::atomic<bool>* cancel = nullptr;
+  WinogradUse winograd = WinogradUse::Auto;
+  KernelTuning kernel_tuning = KernelTuning::Auto;
+  // Progress of that one-time tuning (candidates timed, of how many); `cancel` stops it too.
+  std::function<void(int done, int total)> on_tuning_progress;
   std::size_t prompt_cache_entries = 16;  // text-encoder outputs kept on the device (LRU)
   // Fail while opening, before the device is touched, when the model has no TAESD decoder (the CLI sets it for
   // --decoder tiny/both).
@@ -97,6 +107,8 @@ struct StageTimings {
   // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
   // the ops as 2 per multiply-add: the benchmark's achieved TFLOP/s.
   std::map<std::string, double> stage_flops;
+  // Kernel launches per stage label: the passes a stage makes over the device (fusion lowers them).
+  std::map<std::string, int> stage_launches;
 };
 
 // Time per kernel function within a stage, summed over its launches (EngineOptions::profile_kernels).
@@ -116,6 +128,40 @@ struct LoadTimings {
   int kernel_cache_misses = 0;
   std::uint64_t weight_bytes = 0;  // on the device
 };
+
+// Which kernels the products run on, decided when the engine opened (benchmarks record it next to their figures).
+struct KernelPaths {
+  bool tensor_cores = false;  // fp16 weights on NVIDIA tensor cores (kernels/gemm_tc.cl); else the portable gemm.cl
+  int winograd_layers = 0;    // 3×3 convolutions running as Winograd (kernels/winograd.cl)
+  std::string tuning_row;     // the tuning table's row for this device
+  std::string gemm_tiles;     // gemm.cl's tiles, as that row's gemm member: "{.linear = {…}, .conv = {…}}"
+  bool tiles_tuned = false;   // gemm_tiles were measured on this device by the kernel tuner
+};
+
+// The kernel tuner's measurements (tune_kernels, sdturbo-bench --tune): per candidate tile configuration of
+// gemm.cl, device milliseconds of SD-Turbo's key linear products and of the convolutions' (Winograd's batched)
+// products; negative where the configuration computed a wrong product or did not run.
+struct TunedTiles {
+  std::string tiles;  // "{tm, tn, tk, wm, wn, vw}"
+  double linear_ms = -1, conv_ms = -1;
+};
+struct KernelTuningReport {
+  std::string device, driver;
+  std::string table_row;               // the tuning table's row for this device
+  std::string table_tiles;             // its gemm member
+  std::string tuned_tiles;             // the tuner's choice, as a row's gemm member: what to add to the table
+  std::vector<TunedTiles> candidates;  // the table's own tiles first
+  double table_linear_ms = -1, table_conv_ms = -1;  // the table's tiles, from the candidates
+  double tuned_linear_ms = -1, tuned_conv_ms = -1;  // the choice
+  std::string cache_file;  // where the choice is stored for the engine ("" without a disk cache)
+};
+// Runs the kernel tuner on a device (selector as EngineOptions::device) with weights in `storage`, whatever the
+// table knows of it, and stores the choice in the kernel cache (cache_dir; empty: the platform's). progress and
+// cancel as EngineOptions' on_tuning_progress and cancel.
+KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage,
+                                const std::filesystem::path& cache_dir,
+                                const std::function<void(int done, int total)>& progress = {},
+                                const std::atomic<bool>* cancel = nullptr);
 
 struct ModelSummary {
   std::string name;    // what the user picked, shown in the UI and in PNG metadata
@@ -168,6 +214,7 @@ class Engine {
   const DeviceInfo& device() const;
   const ModelSummary& model() const;
   const LoadTimings& load_timings() const;
+  const KernelPaths& kernel_paths() const;
 
   // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks. `tiny_image`:
   // for the TAESD image of a Both request (its metadata names the decoder that made it).

@@ -1,0 +1,349 @@
+// The GEMM tuner (see gemm_tuner.hpp): candidates, the correctness check against plain loops, the timing with
+// profiling events, and the cache file beside the kernel binaries.
+#include "nn/gemm_tuner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "nn/ops_internal.hpp"
+#include "runtime/log.hpp"
+#include "sdt/error.hpp"
+#include "sdt_kernel_sources.hpp"
+
+namespace sdt::nn {
+namespace {
+
+using cl::GemmConfig;
+using cl::GemmMode;
+
+constexpr int kFormatVersion = 1;
+constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
+
+// Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
+std::vector<float> exact_values(std::size_t n, std::uint32_t seed) {
+  std::vector<float> v(n);
+  std::uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    x = static_cast<float>(static_cast<int>(s % 2049) - 1024) / 1024.0f;
+  }
+  return v;
+}
+
+// The operands of one product, on the device. Linear: x [M, K], w [N, K], y [M, N]. Batched (Conv1x1 layout):
+// a [batch][K][ld], w [batch][N][K], c [batch][N][ld] with ld = M rounded up to 4, as the Winograd op lays them out.
+struct Operands {
+  GemmTuneProduct product;
+  int ld = 0;
+  std::vector<float> a_host, w_host;
+  Tensor a, w, c;
+};
+
+Operands make_operands(cl::Context& ctx, const GemmTuneProduct& p, DType storage, std::uint32_t seed) {
+  Operands o;
+  o.product = p;
+  o.ld = p.mode == GemmMode::Linear ? p.K : (p.M + 3) / 4 * 4;
+  const std::int64_t a_n = p.mode == GemmMode::Linear ? std::int64_t(p.M) * p.K : std::int64_t(p.batch) * p.K * o.ld;
+  const std::int64_t c_n = p.mode == GemmMode::Linear ? std::int64_t(p.M) * p.N : std::int64_t(p.batch) * p.N * o.ld;
+  o.a_host = exact_values(static_cast<std::size_t>(a_n), seed);
+  o.w_host = exact_values(static_cast<std::size_t>(p.batch) * p.N * p.K, seed + 1);
+  o.a = upload(ctx, o.a_host, {a_n});
+  o.w = upload_weight(ctx, o.w_host, {std::int64_t(p.batch) * p.N, p.K}, storage);
+  o.c = empty(ctx, {c_n});
+  return o;
+}
+
+void run_product(cl::Context& ctx, const Operands& o) {
+  const GemmTuneProduct& p = o.product;
+  detail::GemmProblem problem;
+  problem.mode = p.mode;
+  problem.M = p.M;
+  problem.N = p.N;
+  problem.K = p.K;
+  problem.lda = o.ld;
+  problem.ldb = p.K;
+  problem.ldc = p.mode == GemmMode::Linear ? p.N : o.ld;
+  problem.batch = p.batch;
+  problem.batch_a = p.K * o.ld;
+  problem.batch_b = p.N * p.K;
+  problem.batch_c = p.N * o.ld;
+  problem.count_flops = false;
+  detail::GemmOperands operands;
+  operands.a = o.a.buffer.get();
+  operands.b = o.w.buffer.get();
+  operands.c = o.c.buffer.get();
+  operands.b_half = o.w.dtype == DType::F16;
+  detail::run_gemm(ctx, problem, operands, Act::None);
+}
+
+// Whether the product on the device equals the plain loops' (double accumulation) within kCheckRtol of max|ref|.
+bool matches_reference(cl::Context& ctx, const Operands& o) {
+  const GemmTuneProduct& p = o.product;
+  const std::vector<float> got = download(ctx, o.c);
+  double scale = 0, worst = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int m = 0; m < p.M; ++m)
+      for (int n = 0; n < p.N; ++n) {
+        double sum = 0;
+        for (int k = 0; k < p.K; ++k) {
+          const float a = p.mode == GemmMode::Linear ? o.a_host[std::size_t(m) * p.K + k]
+                                                     : o.a_host[(std::size_t(b) * p.K + k) * o.ld + m];
+          sum += double(a) * o.w_host[(std::size_t(b) * p.N + n) * p.K + k];
+        }
+        const std::size_t at =
+            p.mode == GemmMode::Linear ? std::size_t(m) * p.N + n : (std::size_t(b) * p.N + n) * o.ld + m;
+        scale = std::max(scale, std::abs(sum));
+        const double d = std::abs(double(got[at]) - sum);
+        if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+      }
+  return worst <= kCheckRtol * std::max(scale, 1.0);
+}
+
+// Device milliseconds per run of `o` (every kernel the product enqueues), after one warm-up run.
+double time_product(cl::Context& ctx, const Operands& o, int runs) {
+  run_product(ctx, o);
+  ctx.collect_timings();  // drops whatever was recorded before
+  for (int i = 0; i < runs; ++i) run_product(ctx, o);
+  double total = 0;
+  for (const auto& t : ctx.collect_timings()) total += t.duration_ms;
+  return total / std::max(runs, 1);
+}
+
+// The context's overrides with `config` for every gemm.cl product and no tensor cores, restored on destruction.
+class PinConfig {
+ public:
+  PinConfig(cl::Context& ctx, const GemmConfig& config) : ctx_(ctx), saved_(ctx.tuning().overrides()) {
+    cl::TuningOverrides o = saved_;
+    o.gemm = config;
+    o.tensor_cores = cl::TensorCores::Off;
+    ctx_.set_tuning_overrides(o);
+  }
+  ~PinConfig() { ctx_.set_tuning_overrides(saved_); }
+  PinConfig(const PinConfig&) = delete;
+  PinConfig& operator=(const PinConfig&) = delete;
+
+ private:
+  cl::Context& ctx_;
+  cl::TuningOverrides saved_;
+};
+
+std::string config_text(const GemmConfig& c) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "{%d, %d, %d, %d, %d, %d}", c.tm, c.tn, c.tk, c.wm, c.wn, c.vw);
+  return buf;
+}
+
+bool runs_here(const cl::Context& ctx, const GemmConfig& c) {
+  return c.valid() && static_cast<std::size_t>(c.threads()) <= ctx.info().max_work_group_size &&
+         c.local_bytes() <= ctx.info().local_memory;
+}
+
+std::uint64_t fnv1a(std::string_view data, std::uint64_t hash = 0xcbf29ce484222325ULL) {
+  for (unsigned char ch : data) {
+    hash ^= ch;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+std::vector<GemmConfig> gemm_tune_candidates(const cl::Context& ctx) {
+  const cl::GemmRow& row = ctx.tuning().row().gemm;
+  const GemmConfig tries[] = {row.linear,
+                              row.conv,
+                              {64, 64, 16, 4, 4, 4},
+                              {128, 64, 16, 8, 4, 4},
+                              {64, 128, 16, 4, 8, 4},
+                              {128, 128, 16, 8, 8, 4},
+                              {128, 128, 8, 8, 8, 4},
+                              {64, 64, 32, 4, 4, 4},
+                              {64, 64, 16, 8, 8, 4}};
+  std::vector<GemmConfig> out;
+  for (const GemmConfig& c : tries)
+    if (runs_here(ctx, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  return out;
+}
+
+std::vector<GemmTuneProduct> key_gemm_products() {
+  return {
+      {GemmMode::Linear, 4096, 1280, 320, 1},   // UNet 64×64: 4096 tokens, 320 → 1280 (a quarter of GEGLU's proj)
+      {GemmMode::Linear, 77, 1024, 1024, 1},    // text encoder: 77 tokens (split-K)
+      {GemmMode::Conv1x1, 1024, 512, 512, 16},  // Winograd F(2×2) at the VAE's 512 channels, 64×64 map
+      {GemmMode::Conv1x1, 256, 320, 320, 36},   // Winograd F(4×4) at the UNet's 320 channels, 64×64 map
+  };
+}
+
+GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
+  auto log = log::get("engine");
+  const std::vector<GemmConfig> candidates =
+      options.candidates.empty() ? gemm_tune_candidates(ctx) : options.candidates;
+  const std::vector<GemmTuneProduct> products = options.products.empty() ? key_gemm_products() : options.products;
+  if (candidates.empty()) throw Error(ErrorKind::Internal, "gemm tuner: no candidate configuration fits this device");
+
+  const bool recording = ctx.recording();
+  struct RestoreRecording {
+    cl::Context& ctx;
+    bool on;
+    ~RestoreRecording() { ctx.set_recording(on); }
+  } restore{ctx, recording};
+
+  // The small odd-shaped products of the correctness check (every tile edge cut), then the timed ones.
+  const std::vector<GemmTuneProduct> checks = {{GemmMode::Linear, 67, 45, 83, 1}, {GemmMode::Conv1x1, 37, 19, 29, 3}};
+  std::vector<Operands> check_operands, timed;
+  for (std::size_t i = 0; i < checks.size(); ++i)
+    check_operands.push_back(make_operands(ctx, checks[i], options.storage, 100 + static_cast<std::uint32_t>(i)));
+  for (std::size_t i = 0; i < products.size(); ++i)
+    timed.push_back(make_operands(ctx, products[i], options.storage, 200 + static_cast<std::uint32_t>(i)));
+
+  GemmTuneResult result;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed))
+      throw Error(ErrorKind::Cancelled, "kernel tuning was cancelled");
+    GemmTuneCandidate candidate;
+    candidate.config = candidates[i];
+    try {
+      PinConfig pin(ctx, candidates[i]);
+      ctx.set_recording(false);
+      bool linear_ok = true, conv_ok = true;
+      for (const Operands& o : check_operands) {
+        run_product(ctx, o);
+        (o.product.mode == GemmMode::Linear ? linear_ok : conv_ok) &= matches_reference(ctx, o);
+      }
+      ctx.set_recording(true);
+      double linear_ms = 0, conv_ms = 0;
+      for (const Operands& o : timed)
+        (o.product.mode == GemmMode::Linear ? linear_ms : conv_ms) += time_product(ctx, o, options.runs);
+      ctx.set_recording(false);
+      ctx.collect_timings();
+      candidate.linear_ms = linear_ok ? linear_ms : -1;
+      candidate.conv_ms = conv_ok ? conv_ms : -1;
+      if (!linear_ok || !conv_ok)
+        log->warn("gemm tuner: {} computed a wrong product ({}); it is not chosen", config_text(candidates[i]),
+                  !linear_ok ? "linear" : "batched");
+    } catch (const Error& e) {
+      // A configuration the driver cannot build or run is skipped; the table's row (the first) always runs.
+      if (e.kind() == ErrorKind::Cancelled || e.kind() == ErrorKind::OutOfMemory) throw;
+      log->warn("gemm tuner: {} did not run: {}", config_text(candidates[i]), e.message());
+      ctx.set_recording(false);
+      try {
+        ctx.collect_timings();
+      } catch (const Error&) {
+      }
+    }
+    log->info("gemm tuner: {} linear {:.3f} ms, convolutions {:.3f} ms", config_text(candidates[i]),
+              candidate.linear_ms, candidate.conv_ms);
+    result.candidates.push_back(candidate);
+    if (options.progress) options.progress(static_cast<int>(i) + 1, static_cast<int>(candidates.size()));
+  }
+
+  auto best = [&](double GemmTuneCandidate::*ms) -> std::optional<GemmConfig> {
+    const GemmTuneCandidate* pick = nullptr;
+    for (const auto& c : result.candidates)
+      if (c.*ms >= 0 && (!pick || c.*ms < pick->*ms)) pick = &c;
+    return pick ? std::optional<GemmConfig>(pick->config) : std::nullopt;
+  };
+  const auto linear = best(&GemmTuneCandidate::linear_ms), conv = best(&GemmTuneCandidate::conv_ms);
+  if (!linear || !conv)
+    throw Error(ErrorKind::Device, "gemm tuner: no tile configuration computed correct products on " + ctx.info().name,
+                "update the GPU driver; the engine keeps the default tiles");
+  result.row = {*linear, *conv};
+  return result;
+}
+
+std::filesystem::path gemm_tuning_file(cl::Context& ctx) {
+  if (ctx.programs().dir().empty()) return {};
+  const DeviceInfo& d = ctx.info();
+  std::uint64_t key = fnv1a(kernels::source("gemm"));
+  for (const std::string* part : {&d.name, &d.vendor, &d.driver_version, &d.platform_name, &d.platform_version})
+    key = fnv1a(*part + '\n', key);
+  key = fnv1a(std::to_string(kFormatVersion), key);
+  char name[64];
+  std::snprintf(name, sizeof name, "gemm-tuning-%016llx.txt", static_cast<unsigned long long>(key));
+  return ctx.programs().dir() / name;
+}
+
+std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
+  const std::filesystem::path path = gemm_tuning_file(ctx);
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw" and "conv …".
+  std::string magic;
+  int version = 0;
+  cl::GemmRow row;
+  bool linear = false, conv = false;
+  if (!(in >> magic >> version) || magic != "sdturbo-gemm-tuning" || version != kFormatVersion) return std::nullopt;
+  std::string family;
+  while (in >> family) {
+    GemmConfig c;
+    if (!(in >> c.tm >> c.tn >> c.tk >> c.wm >> c.wn >> c.vw) || !runs_here(ctx, c)) break;
+    if (family == "linear") row.linear = c, linear = true;
+    if (family == "conv") row.conv = c, conv = true;
+  }
+  if (!linear || !conv) {
+    log::get("engine")->warn("ignoring the kernel tuning file {}: unreadable or not for this device; tuning again",
+                             path.string());
+    return std::nullopt;
+  }
+  return row;
+}
+
+void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
+  const std::filesystem::path path = gemm_tuning_file(ctx);
+  if (path.empty()) return;
+  // Written to a temporary file and renamed, as the kernel binaries are: two processes never tear it.
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    auto line = [&](const char* family, const GemmConfig& c) {
+      out << family << ' ' << c.tm << ' ' << c.tn << ' ' << c.tk << ' ' << c.wm << ' ' << c.wn << ' ' << c.vw << '\n';
+    };
+    out << "sdturbo-gemm-tuning " << kFormatVersion << '\n';
+    line("linear", row.linear);
+    line("conv", row.conv);
+    if (!out) {
+      log::get("engine")->warn("could not write the kernel tuning file {}: it runs again next time", tmp.string());
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) log::get("engine")->warn("could not store the kernel tuning file {}: {}", path.string(), ec.message());
+}
+
+std::string gemm_row_text(const cl::GemmRow& row) {
+  return "{.linear = " + config_text(row.linear) + ", .conv = " + config_text(row.conv) + "}";
+}
+
+std::optional<GemmTuneResult> prepare_gemm_tuning(cl::Context& ctx, bool force, const GemmTuneOptions& options) {
+  if (!force && (!ctx.info().is_gpu() || !ctx.tuning().row().is_default())) return std::nullopt;
+  std::optional<GemmTuneResult> result;
+  if (!force) {
+    if (auto row = load_gemm_tuning(ctx)) {
+      result.emplace();
+      result->row = *row;
+      result->from_cache = true;
+    }
+  }
+  if (!result) {
+    log::get("engine")->info("{}: no measured tiles for this GPU; timing {} candidates once (cached)", ctx.info().name,
+                             gemm_tune_candidates(ctx).size());
+    result = tune_gemm(ctx, options);
+    store_gemm_tuning(ctx, result->row);
+  }
+  cl::TuningOverrides o = ctx.tuning().overrides();
+  o.tuned_gemm = result->row;
+  ctx.set_tuning_overrides(o);
+  log::get("engine")->info("{}: gemm tiles {}{}", ctx.info().name, gemm_row_text(result->row),
+                           result->from_cache ? " (tuned earlier)" : " (tuned now)");
+  return result;
+}
+
+}  // namespace sdt::nn
