@@ -1,15 +1,16 @@
 // sdturbo-bench: the whole pipeline and each stage on one device, warm medians and spread, achieved TFLOP/s
-// per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
-// for the GPU machine and for Windows. Prints a table; --json writes everything.
+// and kernel launches per stage, peak device memory, cold-start figures, a per-kernel-family breakdown, and the
+// kernel path measured (tensor cores or the portable kernels, Winograd layers, gemm.cl's tiles). Qt-free, so it
+// builds for the GPU machine and for Windows. Prints a table; --json writes everything. --tune runs the kernel
+// tuner instead and prints the tuning-table row to add for the device.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
@@ -26,7 +27,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 struct Spread {
   double median = 0, min = 0, max = 0, p10 = 0, p90 = 0;
@@ -68,7 +71,8 @@ struct Options {
   std::string prompt = "a photo of a cat sitting on a windowsill, golden hour";
   std::string json_path;
   int width = 512, height = 512, steps = 1, warmup = 3, runs = 10;
-  bool cold = false, profile = false, verbose = false;
+  std::string winograd = "auto";
+  bool cold = false, profile = false, verbose = false, tune = false;
   std::vector<std::string> decoders = {"full", "tiny"};
 };
 
@@ -76,6 +80,7 @@ struct DecoderRun {
   std::string decoder;
   std::map<std::string, std::vector<double>> stage_ms;  // per stage, one entry per run
   std::map<std::string, double> stage_flops;            // from the last run
+  std::map<std::string, int> stage_launches;            // from the last run
   std::uint64_t peak_bytes = 0;
   std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
 };
@@ -109,6 +114,8 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;
+    run.stage_launches.clear();
+    for (const auto& [label, launches] : t.stage_launches) run.stage_launches[stage_of(label)] += launches;
     for (const auto& k : result.kernel_profile) {
       auto& entry = run.kernels[k.kernel];
       entry.first += k.launches;
@@ -116,6 +123,46 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     }
   }
   return run;
+}
+
+// --tune: the kernel tuner's measurements and the row to add to the tuning table (runtime/tuning.cpp).
+int run_tuner(const Options& o) {
+  const sdt::WeightStorage storage = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
+  const auto t0 = Clock::now();
+  const sdt::KernelTuningReport r = sdt::tune_kernels(
+      o.device, storage, o.cache_dir.empty() ? std::filesystem::path() : sdt::path_from_utf8(o.cache_dir),
+      [](int done, int total) { std::fprintf(stderr, "  tuning: %d of %d candidates\r", done, total); });
+  const double tune_ms = ms_since(t0);
+  std::printf("\n%s (%s), %s weights: gemm.cl tile candidates, device ms per run of SD-Turbo's key products\n",
+              r.device.c_str(), r.driver.c_str(), o.weights.c_str());
+  std::printf("  %-26s %12s %12s\n", "tiles {tm,tn,tk,wm,wn,vw}", "linear", "convolution");
+  for (const auto& c : r.candidates) std::printf("  %-26s %12.3f %12.3f\n", c.tiles.c_str(), c.linear_ms, c.conv_ms);
+  auto ratio = [](double tuned, double table) { return table > 0 && tuned > 0 ? tuned / table : 0.0; };
+  std::printf("table row '%s': %s\n", r.table_row.c_str(), r.table_tiles.c_str());
+  std::printf("tuned (%.1f s): %s\n", tune_ms * 1e-3, r.tuned_tiles.c_str());
+  std::printf("tuned / table time: linear %.3f, convolutions %.3f (below 1: the tuner found faster tiles)\n",
+              ratio(r.tuned_linear_ms, r.table_linear_ms), ratio(r.tuned_conv_ms, r.table_conv_ms));
+  std::printf("row to add to runtime/tuning.cpp's table for this device:\n  .gemm = %s,\n", r.tuned_tiles.c_str());
+  if (!r.cache_file.empty()) std::printf("stored for the engine in %s\n", r.cache_file.c_str());
+  if (!o.json_path.empty()) {
+    json report = {{"device", r.device},
+                   {"driver", r.driver},
+                   {"weights", o.weights},
+                   {"table_row", r.table_row},
+                   {"table_tiles", r.table_tiles},
+                   {"tuned_tiles", r.tuned_tiles},
+                   {"tune_ms", tune_ms},
+                   {"table_linear_ms", r.table_linear_ms},
+                   {"table_conv_ms", r.table_conv_ms},
+                   {"tuned_linear_ms", r.tuned_linear_ms},
+                   {"tuned_conv_ms", r.tuned_conv_ms},
+                   {"version", sdt::version()}};
+    for (const auto& c : r.candidates)
+      report["candidates"].push_back({{"tiles", c.tiles}, {"linear_ms", c.linear_ms}, {"conv_ms", c.conv_ms}});
+    std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
+    std::printf("wrote %s\n", o.json_path.c_str());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -129,7 +176,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD weights");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name");
-  app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  app.add_option("--weights", o.weights, "Weight storage")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
   app.add_option("--width", o.width)->capture_default_str();
   app.add_option("--height", o.height)->capture_default_str();
   app.add_option("--steps", o.steps)->capture_default_str();
@@ -140,18 +189,26 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache (default: the platform's)");
   app.add_flag("--cold", o.cold, "Also measure cold starts: kernels from source, then from the binary cache");
   app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
+  app.add_option("--winograd", o.winograd, "3x3 convolutions as Winograd: auto (by shape), off, on (every layer)")
+      ->check(CLI::IsMember({"auto", "off", "on"}))
+      ->capture_default_str();
+  app.add_flag("--tune", o.tune, "Run the kernel tuner on the device and print the tuning-table row to add");
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
   sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
 
   try {
+    if (o.tune) return run_tuner(o);
     sdt::EngineOptions eo;
     eo.model = o.model;
     eo.taesd = o.taesd;
     eo.device = o.device;
     eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
     eo.profile_kernels = o.profile;
+    eo.winograd = o.winograd == "off"  ? sdt::WinogradUse::Off
+                  : o.winograd == "on" ? sdt::WinogradUse::On
+                                       : sdt::WinogradUse::Auto;
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;
@@ -177,10 +234,11 @@ int main(int argc, char** argv) {
       engine->generate(first);
       const double first_ms = ms_since(t1);
       const auto& lt = engine->load_timings();
-      std::printf("%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
-                  "%8.1f ms, start to image %8.1f ms\n",
-                  what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
-                  lt.kernel_cache_misses, first_ms, open_ms + first_ms);
+      std::printf(
+          "%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
+          "%8.1f ms, start to image %8.1f ms\n",
+          what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
+          lt.kernel_cache_misses, first_ms, open_ms + first_ms);
       report["cold_start"][what] = {{"open_ms", open_ms},
                                     {"model_load_ms", lt.model_load_ms},
                                     {"upload_ms", lt.upload_ms},
@@ -196,8 +254,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<sdt::Engine> engine;
     if (o.cold) {
       // A cache folder of our own, empty, so the first start builds every kernel from source.
-      const auto cold_dir = std::filesystem::temp_directory_path() /
-                            ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      const auto cold_dir =
+          std::filesystem::temp_directory_path() / ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
       const auto saved = eo.cache_dir;
       eo.cache_dir = cold_dir;
       start_engine("first start (kernels from source)");
@@ -214,13 +272,23 @@ int main(int argc, char** argv) {
                         {"opencl", engine->device().opencl_version},
                         {"platform", engine->device().platform_name},
                         {"global_memory", engine->device().global_memory}};
-    report["model_summary"] = {{"name", engine->model().name}, {"layout", engine->model().layout},
+    report["model_summary"] = {{"name", engine->model().name},
+                               {"layout", engine->model().layout},
                                {"random_weights", engine->model().random_weights}};
+    const sdt::KernelPaths& paths = engine->kernel_paths();
+    report["path"] = {{"tensor_cores", paths.tensor_cores},   {"winograd", paths.winograd_layers > 0},
+                      {"winograd_option", o.winograd},        {"winograd_layers", paths.winograd_layers},
+                      {"tuning_row", paths.tuning_row},       {"gemm_tiles", paths.gemm_tiles},
+                      {"gemm_tiles_tuned", paths.tiles_tuned}};
 
     std::printf("\n%s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
                 engine->device().name.c_str(), o.weights.c_str(), o.width, o.height, o.steps, o.runs, o.warmup);
-    std::printf("%-10s %-16s %10s %10s %10s %10s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
-                "TFLOP/s");
+    std::printf("path: %s, Winograd layers %d (--winograd %s), gemm.cl tiles %s%s (row '%s')\n",
+                paths.tensor_cores ? "tensor cores (gemm_tc.cl)" : "portable kernels (gemm.cl)", paths.winograd_layers,
+                o.winograd.c_str(), paths.gemm_tiles.c_str(), paths.tiles_tuned ? ", tuned here" : "",
+                paths.tuning_row.c_str());
+    std::printf("%-10s %-16s %10s %10s %10s %10s %9s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
+                "TFLOP/s", "launches");
     for (const auto& decoder : o.decoders) {
       const DecoderRun run = bench_decoder(*engine, o, decoder);
       json& dj = report["decoders"][decoder];
@@ -233,9 +301,16 @@ int main(int argc, char** argv) {
           dj["stages"][stage]["gflop"] = flops * 1e-9;
           dj["stages"][stage]["tflops"] = s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0;
         }
-        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median,
-                    s.min, s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
+        int launches = 0;
+        if (auto it = run.stage_launches.find(stage); it != run.stage_launches.end()) launches = it->second;
+        if (launches > 0) dj["stages"][stage]["launches"] = launches;
+        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f %9d\n", decoder.c_str(), stage.c_str(), s.median,
+                    s.min, s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0, launches);
       }
+      int total_launches = 0;
+      for (const auto& [stage, n] : run.stage_launches) total_launches += n;
+      dj["launches_per_image"] = total_launches;
+      std::printf("%-10s %-16s %10d\n", decoder.c_str(), "launches/image", total_launches);
       dj["peak_device_bytes"] = run.peak_bytes;
       std::printf("%-10s %-16s %10.1f MiB\n", decoder.c_str(), "peak memory", double(run.peak_bytes) / (1 << 20));
       if (o.profile && !run.kernels.empty()) {
@@ -247,7 +322,8 @@ int main(int argc, char** argv) {
         for (auto& [name, v] : rows) {
           const double per_run = v.second / std::max(1, o.runs);
           dj["kernels"][name] = {{"launches_per_run", double(v.first) / std::max(1, o.runs)},
-                                 {"ms_per_run", per_run}, {"share", total > 0 ? v.second / total : 0}};
+                                 {"ms_per_run", per_run},
+                                 {"share", total > 0 ? v.second / total : 0}};
           std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
                       double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
         }

@@ -21,6 +21,7 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
   static const std::string kUnetStep = "unet step ";
   std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
   for (const auto& k : recorded) {
+    t.stage_launches[k.stage] += 1;
     if (k.stage == "text encoder")
       t.text_encoder_ms += k.duration_ms;
     else if (k.stage == "vae encode")

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The portable path on the GPU machine (what AMD and Intel users run: gemm.cl, Winograd, fp32 arithmetic, no tensor
+# cores), from a bundle made by scripts/build-device-bundle.sh, in one call of a few minutes:
+#   1. the kernel tests of the portable kernels on the GPU (gemm.cl, Winograd, the fused gathers);
+#   2. the kernel benchmark: each 3x3 convolution direct and as Winograd, gemm.cl's tiles at the large products;
+#   3. the kernel tuner (sdturbo-bench --tune), to compare its choice with the table's row;
+#   4. sdturbo-bench on the portable path (SDT_TENSOR_CORES=0), fp16 and fp32 weights, Winograd by shape, and fp16
+#      with Winograd off (the direct path, for the comparison), JSON recording the path;
+#   5. the Winograd image against the direct path at SD-Turbo's widths, 512x512.
+# Leaves JSON and logs in OUTDIR (at most 8 files: the device machine returns no more) and prints a table last.
+#   scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]
+set -uo pipefail
+out=${1:?usage: scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]}
+bundle=${2:-.carry/device}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
+export SDT_FIXTURES="$bundle/fixtures"
+if [ ! -e /etc/OpenCL/vendors/nvidia.icd ] && ldconfig -p | grep -q libnvidia-opencl.so.1; then
+  mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd
+fi
+log=$out/portable-log.txt
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1
+  "$bundle/bin/sdturbo-cli" --list-devices
+} >"$log" 2>&1
+gpu=$(grep -m1 -i nvidia "$log" | grep -E '^\[' | sed -E 's/^\[([0-9]+)\].*/\1/')
+gpu=${gpu:-0}
+cache=$(mktemp -d)
+step() { echo "== $* ($(date +%T))" >>"$log"; }
+
+step "kernel tests of the portable path"
+SDT_TEST_DEVICE=$gpu timeout 60 "$bundle/bin/sdt_test_kernels" --gtest_brief=1 \
+  --gtest_filter='Linear.*:Conv2d.*:Gemm.*:Winograd.*:ConvFusion.*:KernelPrelude.*' >>"$log" 2>&1
+tests_rc=$?
+
+step "kernel benchmark"
+SDT_TEST_DEVICE=$gpu timeout 100 "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
+  --gtest_filter='PortableBench.*' >"$out/portable-kernels.txt" 2>&1
+kbench_rc=$?
+
+bench() {  # name weights winograd
+  SDT_TENSOR_CORES=0 timeout 60 "$bundle/bin/sdturbo-bench" --device "$gpu" --model random:sd-turbo --weights "$2" \
+    --winograd "$3" --width 512 --height 512 --warmup 3 --runs 10 --profile --cache-dir "$cache" \
+    --json "$out/bench-$1.json" >>"$log" 2>&1
+  echo "bench $1: exit $?" >>"$log"
+}
+step "end to end"
+bench portable-fp16 fp16 auto
+bench portable-fp32 fp32 auto
+bench portable-fp16-direct fp16 off
+
+step "tuner"
+timeout 40 "$bundle/bin/sdturbo-bench" --device "$gpu" --tune --weights fp16 --cache-dir "$cache" \
+  --json "$out/tune-h200.json" >"$out/tune-h200.txt" 2>&1
+tune_rc=$?
+
+step "winograd images against direct at 512x512"
+SDT_TEST_DEVICE=$gpu timeout 50 "$bundle/bin/sdt_test_pipeline" --gtest_also_run_disabled_tests \
+  --gtest_filter='WinogradAccuracy.*' >>"$log" 2>&1
+echo "winograd accuracy: exit $?" >>"$log"
+
+echo
+echo "kernel tests exit $tests_rc, kernel bench exit $kbench_rc, tuner exit $tune_rc"
+grep -E "FAILED|max \|d\|" "$log" | head -20
+tail -n 12 "$out/tune-h200.txt" 2>/dev/null
+for f in "$out"/bench-*.json; do
+  python3 - "$f" <<'EOF' 2>/dev/null || echo "$f: unreadable"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r.get("path", {})
+line = f"{sys.argv[1].split('/')[-1]:34} tc={p.get('tensor_cores')} wino={p.get('winograd_layers')}"
+for dec in ("full", "tiny"):
+    s = r["decoders"][dec]["stages"]
+    line += f" | {dec}: e2e {s['end_to_end_host']['median_ms']:.1f}"
+    for st in ("text_encoder", "unet", "vae_decode", "taesd_decode"):
+        if st in s:
+            line += f" {st.split('_')[0]} {s[st]['median_ms']:.1f}"
+print(line)
+EOF
+done
