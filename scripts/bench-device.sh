@@ -3,8 +3,10 @@
 # (carried as .carry/device): GPU correctness checks against the fixtures, then sdturbo-bench on every OpenCL
 # device (the NVIDIA GPU, and PoCL for reference), leaving JSON and logs in OUTDIR and a short table last.
 #   scripts/bench-device.sh OUTDIR [BUNDLE_DIR]
-# SDT_KERNEL_BENCH=0 skips the per-kernel throughput table, SDT_BENCH_POCL=0 the PoCL reference run;
-# SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16").
+# SDT_KERNEL_BENCH=0 skips the per-kernel throughput tables, SDT_BENCH_POCL=0 the PoCL reference run,
+# SDT_BENCH_TUNE=0 the kernel tuner; SDT_BENCH_WEIGHTS picks the pipeline runs (default "fp32 fp16 fp16-portable":
+# fp16 on the tensor cores where the GPU has them, fp16 on the portable kernels AMD and Intel GPUs run, with
+# SDT_TENSOR_CORES=0, and fp32, which is always portable). Each JSON records the path it measured ("path").
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -27,22 +29,35 @@ for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
   SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
   echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
 done
-# Kernel throughput at SD-Turbo's shapes (fp16 weights take the tensor-core kernel where the GPU has one).
+# Kernel throughput at SD-Turbo's shapes (fp16 weights take the tensor-core kernel where the GPU has one), then the
+# portable path's: each 3x3 convolution direct and as Winograd, gemm.cl's tiles at the large products.
 if [ -x "$bundle/bin/sdt_test_kernels" ] && [ "${SDT_KERNEL_BENCH:-1}" != 0 ]; then
   SDT_TEST_DEVICE=$gpu timeout 240 "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
     --gtest_filter='KernelBench.*' >"$out/kernel-bench.txt" 2>&1
   echo "kernel bench: exit $?"
+  SDT_TEST_DEVICE=$gpu timeout 150 "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
+    --gtest_filter='PortableBench.*' >"$out/kernel-bench-portable.txt" 2>&1
+  echo "kernel bench, portable path: exit $?"
 fi
 
 bench=$bundle/bin/sdturbo-bench
 if [ -x "$bench" ]; then
   cache=$(mktemp -d)
-  for weights in ${SDT_BENCH_WEIGHTS:-fp32 fp16}; do
-    "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" --width 512 --height 512 \
-      --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" --json "$out/bench-h200-$weights.json" \
-      >"$out/bench-h200-$weights.txt" 2>&1
-    echo "bench $weights: exit $?"
+  for run in ${SDT_BENCH_WEIGHTS:-fp32 fp16 fp16-portable}; do
+    weights=${run%-portable}
+    tensor_cores=1
+    [ "$run" != "$weights" ] && tensor_cores=0
+    SDT_TENSOR_CORES=$tensor_cores "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" \
+      --width 512 --height 512 --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" \
+      --json "$out/bench-h200-$run.json" >"$out/bench-h200-$run.txt" 2>&1
+    echo "bench $run: exit $?"
   done
+  # The kernel tuner on this GPU: its choice against the table's row (docs/KERNELS.md, "Tuned on the user's GPU").
+  if [ "${SDT_BENCH_TUNE:-1}" != 0 ]; then
+    timeout 90 "$bench" --device "$gpu" --tune --weights fp16 --cache-dir "$cache" --json "$out/tune-h200.json" \
+      >"$out/tune-h200.txt" 2>&1
+    echo "tuner: exit $?"
+  fi
   pocl=$(grep -m1 -i "portable computing" "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
   if [ -n "$pocl" ] && [ "${SDT_BENCH_POCL:-1}" != 0 ]; then
     timeout 240 "$bench" --device "$pocl" --model random:tiny --weights fp32 --width 128 --height 128 --warmup 1 \

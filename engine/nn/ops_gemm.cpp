@@ -138,7 +138,11 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   }
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
-  const int splits = p.batch > 1 ? 1 : ctx.tuning().gemm_splits(m_groups * n_groups, p.K, config.tk);
+  const int steps = (p.K + config.tk - 1) / config.tk;
+  const bool raw = p.raw_splits > 0;
+  const int splits = raw           ? std::clamp(p.raw_splits, 1, std::max(1, steps))
+                     : p.batch > 1 ? 1
+                                   : ctx.tuning().gemm_splits(m_groups * n_groups, p.K, config.tk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(config.tk)));
   const bool m_fast = p.mode != GemmMode::Linear;
@@ -157,20 +161,23 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   const int lda = p.mode == GemmMode::Conv1x1 && p.lda == 0 ? p.M : p.lda;
   const int a_vec = p.mode == GemmMode::Conv ? 0 : aligned4({p.a_off, lda, p.batch_a});
   const int b_vec = aligned4({p.b_off, p.ldb, p.batch_b});
-  const bool split = splits > 1;
+  const bool split = splits > 1 && !raw;
   // With several K slices the kernel writes raw sums to a pooled workspace [splits, M·N] in C's layout without
   // offset or stride, and gemm_splitk_reduce adds them in order (the in-order queue keeps the workspace alive
-  // for it; the pool may hand it out again once both are enqueued).
+  // for it; the pool may hand it out again once both are enqueued). With raw_splits the caller's C is the
+  // workspace and the caller adds the slices.
   const cl::Buffer partial =
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
   const int out_ld = split ? (m_fast ? p.M : p.N) : ldc;
   const int c_vec = split ? aligned4({out_ld}) : aligned4({p.c_off, ldc, p.batch_c});
   const int act_code = static_cast<int>(act) | (o.act_after_residual ? kActAfterResidual : 0);
-  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
-             split ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c, split ? 0 : act_code, p.a_off, lda,
-             p.b_off, p.ldb, split ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride,
-             p.pad_top, p.pad_left, p.upsample, k_chunk, splits, split ? 1 : 0, p.M * p.N, p.batch_a, p.batch_b,
-             p.batch_c, o.input_norm, o.input_silu ? 1 : 0);
+  const bool sums_only = split || raw;
+  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, sums_only ? cl_mem{nullptr} : o.bias,
+             sums_only ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c, sums_only ? 0 : act_code, p.a_off,
+             lda, p.b_off, p.ldb, split ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride,
+             p.pad_top, p.pad_left, p.upsample, k_chunk, splits, sums_only ? 1 : 0,
+             raw ? p.batch * p.batch_c : p.M * p.N, p.batch_a, p.batch_b, p.batch_c, o.input_norm,
+             o.input_silu ? 1 : 0);
   if (split) launch_splitk_reduce(ctx, p, o, act_code, splits, partial, config.defines() + variant);
   if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }

@@ -55,6 +55,10 @@ struct GemmProblem {
   // Whether run_gemm counts 2·M·N·K·batch FLOPs for the benchmark (the Winograd op counts the direct
   // convolution's FLOPs itself, so the stages' rates stay comparable with the direct path's).
   bool count_flops = true;
+  // gemm.cl only: K split into this many slices whose raw sums stay in C (slice s at C + s·batch·batch_c, no
+  // bias, activation or residual) for the caller to add where it reads them anyway: the Winograd output
+  // transform, so the split costs no launch. 0: run_gemm splits K itself when the tiles are too few.
+  int raw_splits = 0;
 };
 struct GemmOperands {
   cl_mem a = nullptr, b = nullptr, bias = nullptr, residual = nullptr, c = nullptr;

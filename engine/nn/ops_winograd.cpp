@@ -114,10 +114,19 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   if (positions * std::max(C, O) * ld >= (std::int64_t(1) << 31))
     fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("u", u));
 
+  // K slices: when a chunk's batched tiles are too few to fill the device (small maps, many channels), the
+  // product splits K and the output transform adds the slices as it reads them: no reduction launch.
+  const cl::GemmConfig tiles_config = ctx.tuning().gemm(cl::GemmMode::Conv1x1);
+  const std::size_t groups = static_cast<std::size_t>((chunk + tiles_config.tm - 1) / tiles_config.tm) *
+                             static_cast<std::size_t>((O + tiles_config.tn - 1) / tiles_config.tn) * positions;
+  const int splits = ctx.tuning().gemm_splits(groups, static_cast<int>(C), tiles_config.tk);
+  if (static_cast<std::int64_t>(splits) * positions * O * ld >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("u", u));
+
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   const cl::Buffer V = ctx.buffer(sizeof(float) * positions * C * ld);
-  const cl::Buffer M = ctx.buffer(sizeof(float) * positions * O * ld);
+  const cl::Buffer M = ctx.buffer(sizeof(float) * splits * positions * O * ld);
   const std::string tile = " -DWINO_M=" + std::to_string(m);
   cl_kernel k_input =
       ctx.kernel("winograd", "winograd_input", tile + " -DINPUT_NORM=" + (fusion.input_norm ? "1" : "0"));
@@ -138,6 +147,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   p.batch_b = static_cast<int>(O * C);
   p.batch_c = static_cast<int>(O * ld);
   p.count_flops = false;
+  p.raw_splits = splits > 1 ? splits : 0;
   detail::GemmOperands o;
   o.a = V.get();
   o.b = u.buffer.get();
@@ -157,10 +167,10 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
     detail::run_gemm(ctx, p, o, Act::None);
     ctx.launch(k_output,
                cl::Range(cl::round_up(static_cast<std::size_t>(count), out_local), static_cast<std::size_t>(O)),
-               cl::Range(out_local, 1), M, static_cast<int>(O), 1, 0, static_cast<int>(ld), static_cast<int>(tiles_w),
-               static_cast<int>(t0), count, static_cast<int>(out_h), static_cast<int>(out_w),
-               b ? b->buffer.get() : cl_mem{nullptr}, fusion.residual ? fusion.residual->buffer.get() : cl_mem{nullptr},
-               act_code, out.buffer);
+               cl::Range(out_local, 1), M, static_cast<int>(O), splits, static_cast<int>(positions * O * ld),
+               static_cast<int>(ld), static_cast<int>(tiles_w), static_cast<int>(t0), count, static_cast<int>(out_h),
+               static_cast<int>(out_w), b ? b->buffer.get() : cl_mem{nullptr},
+               fusion.residual ? fusion.residual->buffer.get() : cl_mem{nullptr}, act_code, out.buffer);
   }
   // The direct convolution's FLOPs, so a stage's rate compares with the direct path's (and with the floor).
   ctx.add_flops(2.0 * static_cast<double>(O) * out_h * out_w * C * 9);

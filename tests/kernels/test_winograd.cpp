@@ -137,6 +137,18 @@ TEST(Winograd, ChunkedTilesGiveTheSameBitsAsOneChunk) {
   EXPECT_EQ(whole, chunked);
 }
 
+TEST(Winograd, SplitKIsAddedByTheOutputTransform) {
+  // Where a chunk's tiles cannot fill the device, K is split and the output transform adds the slices: forced
+  // here, with more slices than K steps too (empty slices add zeros).
+  auto& ctx = test::kernel_context();
+  for (int splits : {2, 3, 40}) {
+    test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    check_winograd({"split", test::conv_shape(80, 9, 11, 24), true, true, Act::SiLU, true}, DType::F32, 45);
+    check_winograd({"split", test::conv_shape(48, 6, 7, 16), true, false}, DType::F16, 46);
+  }
+}
+
 TEST(Winograd, FilterTransformReadsFp16Weights) {
   // A filter already stored in fp16 (e.g. a layer whose fp32 source is gone) transforms from its rounded values.
   auto& ctx = test::kernel_context();
