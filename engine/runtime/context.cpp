@@ -254,8 +254,8 @@ void Context::wait(cl_event event, std::string_view what) {
                   "the device " + device_.info.name + " did not finish " + std::string(what) + " within " + seconds +
                       " s: a kernel hung or the driver stopped responding",
                   "the engine reopens the device for the next request; if it happens again, update the driver or "
-                  "try a smaller image (a slow device may need a longer watchdog: --watchdog SECONDS, 0 turns it "
-                  "off)");
+                  "try a smaller image (a slow device may need a longer watchdog, or none)",
+                  {Setting::Size, Setting::Watchdog});
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));
