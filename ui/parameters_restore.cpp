@@ -75,8 +75,10 @@ RestoreSummary summarize_restore(const ImageParameters& p, const QString& open_m
   if (p.denoising_strength)
     s.ignored << tr("denoising strength %1 not used: the start image of an image-to-image run is not in the file")
                      .arg(number(*p.denoising_strength));
-  if (!p.model.isEmpty() && !open_model.isEmpty() && p.model.compare(open_model, Qt::CaseInsensitive) != 0)
-    s.ignored << tr("it was made with the model %1, and %2 is open").arg(p.model, open_model);
+  // Our JSON names the model by its path, A1111's text by its short name: compared as short names.
+  const QString made_with = model_label(p.model);
+  if (!made_with.isEmpty() && !open_model.isEmpty() && made_with.compare(open_model, Qt::CaseInsensitive) != 0)
+    s.ignored << tr("it was made with the model %1, and %2 is open").arg(made_with, open_model);
   return s;
 }
 

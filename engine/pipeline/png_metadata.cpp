@@ -64,6 +64,7 @@ std::vector<PngText> Engine::Impl::png_metadata(const Request& r, const Result& 
   nlohmann::json j = detail::parameters_json(p, /*guidance_scale=*/0.0);
   j["decoder"] = to_string(r.decoder);  // the request's (Both: compare mode); "image" says which one this is
   j["image"] = taesd ? "taesd" : "vae";
+  j["model"]["name"] = summary_.name;  // the path the user opened; the infotext has A1111's short name
   j["model"]["layout"] = summary_.layout;
   j["model"]["hash"] = summary_.hash;
   j["model"]["random_weights"] = summary_.random_weights;

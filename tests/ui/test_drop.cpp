@@ -191,7 +191,7 @@ class DropTest : public QObject {
     p.decoder = sdt::Decoder::Tiny;
     const std::string json =
         R"({"format":"sdturbo-studio/1","prompt":"東京の夜景, neon","seed":9,"width":100,"height":64,"steps":3,)"
-        R"("decoder":"both","image":"vae"})";
+        R"("decoder":"both","image":"vae","model":{"name":"/elsewhere/models/model"}})";
     const QString path = file(QStringLiteral("ours.png"));
     sdt::Image image;
     image.width = image.height = 8;
@@ -206,6 +206,9 @@ class DropTest : public QObject {
     QVERIFY(check("compare")->isChecked());  // our JSON: both decoders (compare mode)
     QVERIFY2(window_->error_bar()->text().contains(
                  QStringLiteral("128×64 (the image is 100×64; sides are multiples of 64 from 64 to 2048)")),
+             qPrintable(window_->error_bar()->text()));
+    // The JSON names the model by its path: the same name as the open one, so not said to differ.
+    QVERIFY2(!window_->error_bar()->text().contains(QStringLiteral("made with")),
              qPrintable(window_->error_bar()->text()));
     check("compare")->setChecked(false);
 
