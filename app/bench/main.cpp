@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
     eo.device = o.device;
     eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
     eo.profile_kernels = o.profile;
+    eo.hash_model_file = false;  // the benchmark writes no PNG, and a hashing thread would compete with the runs
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;
