@@ -111,6 +111,10 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
 
   connect_engine();
 
+  // Files dropped on the window restore their settings (main_window_drop.cpp); the prompt box passes them on.
+  setAcceptDrops(true);
+  controls_->prompt_edit()->viewport()->installEventFilter(this);
+
   if (!restoreGeometry(settings_->window_geometry())) resize(1440, 900);
   restoreState(settings_->window_state());
 

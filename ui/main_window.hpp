@@ -2,8 +2,15 @@
 // with the messages that matter above it, the gallery and the timings on the right, the log below when asked for.
 //
 // It owns the EngineHost (the engine on its worker thread) and reacts to its signals; it never waits for the
-// engine. Generating while a model is still opening is allowed: the worker runs requests in order, so the job
-// starts as soon as the model is resident.
+// engine.
+//
+// A file dropped anywhere on the window restores the settings its PNG records (main_window_drop.cpp). That is the
+// window's own drop handling, the fallback: Qt offers a drag first to the widget under the cursor that accepts
+// drops, so a widget with a meaning of its own for a dropped image (a start-image area for image-to-image) takes it
+// by calling setAcceptDrops(true) and accepting the event in its dragEnterEvent/dropEvent; the window only sees
+// what no such widget took. The prompt box, which would paste a file's URL as text, hands file drops to the window.
+// Generating while a model is still opening is allowed: the worker runs requests in order, so the job starts as soon as
+// the model is resident.
 #pragma once
 
 #include <QDockWidget>
@@ -68,6 +75,10 @@ class MainWindow : public QMainWindow {
   // a model opens (a running engine keeps the cache it opened with).
   void choose_kernel_cache_folder();
   void use_default_kernel_cache_folder();
+  // Restores the prompt, seed, size, steps and decoder that the PNG at `path` records (ours, A1111's, or ComfyUI's
+  // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
+  // not, or why nothing could be.
+  void restore_parameters_from(const QString& path);
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -76,9 +87,15 @@ class MainWindow : public QMainWindow {
   void generation_failed(const QString& message);
   void image_saved(const QString& path);
   void save_failed(const QString& message);
+  // After restore_parameters_from has shown its message: `restored` when settings were applied.
+  void parameters_restored(const QString& path, bool restored);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dragMoveEvent(QDragMoveEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void build_menus();
@@ -137,6 +154,7 @@ class MainWindow : public QMainWindow {
   QStringList saved_paths_;
   QString auto_selected_;  // selected in the gallery by the window after saving, not by the user
   QString load_error_;
+  QString restore_note_;  // said with the next restore's message (several files dropped)
   quint64 running_job_ = 0;
   bool closing_ = false;
 };

@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
     eo.winograd = o.winograd == "off"  ? sdt::WinogradUse::Off
                   : o.winograd == "on" ? sdt::WinogradUse::On
                                        : sdt::WinogradUse::Auto;
+    eo.hash_model_file = false;  // the benchmark writes no PNG, and a hashing thread would compete with the runs
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;

@@ -13,6 +13,7 @@
 #include "pipeline/stage_timing.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/utf8_path.hpp"
 
 namespace sdt {
 
@@ -63,27 +64,14 @@ void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& prod
 
 }  // namespace
 
-const char* to_string(Decoder decoder) {
-  switch (decoder) {
-    case Decoder::Full:
-      return "full";
-    case Decoder::Tiny:
-      return "tiny";
-    case Decoder::Both:
-      return "both";
-  }
-  return "full";
-}
-
-std::optional<Decoder> parse_decoder(const std::string& text) {
-  if (text == "full" || text == "vae") return Decoder::Full;
-  if (text == "tiny" || text == "taesd") return Decoder::Tiny;
-  if (text == "both") return Decoder::Both;
-  return std::nullopt;
-}
-
 Engine::Impl::Impl(const EngineOptions& options) : options_(options) {
   open();
+  // Only a checkpoint file has an A1111 model hash (a diffusers folder is many files; A1111 hashes one). Started
+  // once the weights are read, so the file comes from the page cache and the hashing never slows the opening.
+  std::error_code ec;
+  const std::filesystem::path model = path_from_utf8(options_.model);
+  if (options_.hash_model_file && !files_.random_weights && std::filesystem::is_regular_file(model, ec))
+    file_hasher_ = std::make_unique<pipeline::ModelFileHasher>(model, pipeline::hash_cache_file(options_.cache_dir));
 }
 
 void Engine::Impl::open() {
@@ -387,6 +375,10 @@ void Engine::validate(const Request& request) const {
 const DeviceInfo& Engine::device() const {
   return impl_->device_;
 }
+std::string Engine::model_file_hash(bool wait) const {
+  return impl_->file_hasher_ ? impl_->file_hasher_->autov2(wait) : std::string();
+}
+
 const ModelSummary& Engine::model() const {
   return impl_->summary_;
 }

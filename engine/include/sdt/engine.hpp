@@ -63,6 +63,9 @@ struct EngineOptions {
   // one reopens the device. Negative: kDefaultGpuWatchdogSeconds on GPUs, none on CPU devices (whose stages are
   // slow at large sizes and cannot hang the display). Zero: none.
   double watchdog_seconds = -1;
+  // A single-file checkpoint's SHA-256 for the PNGs' "Model hash" (model_file_hash()): computed on a thread of its
+  // own after opening, once per file (remembered in the cache folder). Off: the PNGs leave the hash out.
+  bool hash_model_file = true;
 };
 
 // A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
@@ -228,9 +231,16 @@ class Engine {
   const LoadTimings& load_timings() const;
   const KernelPaths& kernel_paths() const;
 
-  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks. `tiny_image`:
-  // for the TAESD image of a Both request (its metadata names the decoder that made it).
+  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks (the schema:
+  // sdt/png_metadata.hpp). `tiny_image`: for the TAESD image of a Both request (its metadata names the decoder
+  // that made it). The "Model hash" is there once model_file_hash() has it.
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image = false) const;
+
+  // A1111's "Model hash" of a single-file checkpoint (AutoV2: the first 10 hex digits of the file's SHA-256);
+  // "" for a diffusers folder, a random model, with EngineOptions::hash_model_file off, and while the background
+  // hashing of a file seen for the first time runs (seconds for 5 GB). `wait`: until that is done (the CLI, whose
+  // files must not depend on timing). Thread-safe.
+  std::string model_file_hash(bool wait = false) const;
 
   struct Impl;
   // The implementation (pipeline/engine_impl.hpp), for the engine's own tests and tools.
