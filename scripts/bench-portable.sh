@@ -6,8 +6,10 @@
 #   3. the kernel tuner (sdturbo-bench --tune), to compare its choice with the table's row;
 #   4. sdturbo-bench on the portable path (SDT_TENSOR_CORES=0), fp16 and fp32 weights, Winograd by shape, and fp16
 #      with Winograd off (the direct path, for the comparison), JSON recording the path;
-#   5. the Winograd image against the direct path at SD-Turbo's widths, 512x512 (the fixture comparisons run in CI).
+#   5. the Winograd image against the direct path at SD-Turbo's widths, 512x512 (the fixture comparisons run in CI);
+#   6. where the bundle holds torch_peer.py and a diffusers wheel, the PyTorch peer (fp32 and fp16 eager) last.
 # Leaves JSON and logs in OUTDIR (at most 8 files: the device machine returns no more) and prints a table last.
+# SDT_PORTABLE_BUDGET (seconds, default 390) bounds the whole script: each step gets its own limit or what is left.
 #   scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]
 set -uo pipefail
 out=${1:?usage: scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]}
@@ -33,19 +35,24 @@ fi
 echo "measuring device $gpu: $(grep -E "^\[$gpu\]" "$log")"
 cache=$(mktemp -d)
 step() { echo "== $* ($(date +%T))" >>"$log"; }
+deadline=$((SECONDS + ${SDT_PORTABLE_BUDGET:-390}))
+limit() {  # the step's own limit, or what is left of the budget
+  local left=$((deadline - SECONDS))
+  [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"
+}
 
 step "kernel tests of the portable path"
-SDT_TEST_DEVICE=$gpu timeout 60 "$bundle/bin/sdt_test_kernels" --gtest_brief=1 \
+SDT_TEST_DEVICE=$gpu timeout "$(limit 40)" "$bundle/bin/sdt_test_kernels" --gtest_brief=1 \
   --gtest_filter='Linear.*:Conv2d.*:Gemm.*:Winograd.*:ConvFusion.*:KernelPrelude.*' >>"$log" 2>&1
 tests_rc=$?
 
 step "kernel benchmark"
-SDT_TEST_DEVICE=$gpu timeout 100 "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
+SDT_TEST_DEVICE=$gpu timeout "$(limit 100)" "$bundle/bin/sdt_test_kernels" --gtest_also_run_disabled_tests \
   --gtest_filter='PortableBench.*' >"$out/portable-kernels.txt" 2>&1
 kbench_rc=$?
 
 bench() {  # name weights winograd
-  SDT_TENSOR_CORES=0 timeout 60 "$bundle/bin/sdturbo-bench" --device "$gpu" --model random:sd-turbo --weights "$2" \
+  SDT_TENSOR_CORES=0 timeout "$(limit 45)" "$bundle/bin/sdturbo-bench" --device "$gpu" --model random:sd-turbo --weights "$2" \
     --winograd "$3" --width 512 --height 512 --warmup 3 --runs 10 --profile --cache-dir "$cache" \
     --json "$out/bench-$1.json" >>"$log" 2>&1
   echo "bench $1: exit $?" >>"$log"
@@ -56,19 +63,47 @@ bench portable-fp32 fp32 auto
 bench portable-fp16-direct fp16 off
 
 step "tuner"
-timeout 40 "$bundle/bin/sdturbo-bench" --device "$gpu" --tune --weights fp16 --cache-dir "$cache" \
+timeout "$(limit 40)" "$bundle/bin/sdturbo-bench" --device "$gpu" --tune --weights fp16 --cache-dir "$cache" \
   --json "$out/tune-h200.json" >"$out/tune-h200.txt" 2>&1
 tune_rc=$?
+cat "$out/tune-h200.txt" >>"$log" 2>/dev/null
 
 step "winograd images against direct at 512x512"
-SDT_TEST_DEVICE=$gpu timeout 50 "$bundle/bin/sdt_test_pipeline" --gtest_also_run_disabled_tests \
+SDT_TEST_DEVICE=$gpu timeout "$(limit 35)" "$bundle/bin/sdt_test_pipeline" --gtest_also_run_disabled_tests \
   --gtest_filter='WinogradAccuracy.DISABLED_*' >>"$log" 2>&1
 echo "winograd accuracy: exit $?" >>"$log"
+
+wheel=$(ls "$bundle"/diffusers-*.whl 2>/dev/null | head -n1)
+if [ -f "$bundle/torch_peer.py" ] && [ -n "$wheel" ] && [ $((deadline - SECONDS)) -gt 20 ]; then
+  step "PyTorch peer"
+  src=$(mktemp -d) && python3 -m zipfile -e "$wheel" "$src" &&
+    PYTHONUNBUFFERED=1 timeout "$(limit 90)" python3 "$bundle/torch_peer.py" --diffusers-src "$src" --modes fp32,fp16 \
+      --runs 10 --json "$out/torch-peer.json" >"$out/torch-peer.txt" 2>&1
+  echo "torch peer: exit $?" >>"$log"
+  cat "$out/torch-peer.txt" >>"$log" 2>/dev/null && rm -f "$out/torch-peer.txt"
+fi
 
 echo
 echo "kernel tests exit $tests_rc, kernel bench exit $kbench_rc, tuner exit $tune_rc"
 grep -E "FAILED|max \|d\|" "$log" | head -20
-tail -n 12 "$out/tune-h200.txt" 2>/dev/null
+tail -n 12 "$out/tune-h200.txt" 2>/dev/null && rm -f "$out/tune-h200.txt"
+grep -A8 '^PyTorch peer on' "$log" 2>/dev/null
+# gemm.cl at the large products: the table row's rate and the fastest candidate's, per product and storage.
+python3 - "$out/portable-kernels.txt" <<'EOF' 2>/dev/null
+import re, sys
+name, best, row = None, (0, ""), 0
+def flush():
+    if name: print(f"  {name[:58]:58} row {row:6.1f}  best {best[0]:6.1f} TFLOP/s {best[1]}")
+for line in open(sys.argv[1]):
+    if "weights (GFLOP" in line:
+        flush(); name, best, row = line.strip().split(" (GFLOP")[0], (0, ""), 0
+    m = re.search(r"^\s+(\S.*?)\s+[\d.]+ ms\s+([\d.]+) TFLOP/s", line)
+    if name and m:
+        t = float(m.group(2))
+        if t > best[0]: best = (t, m.group(1))
+        if "table row" in line: row = t
+flush()
+EOF
 for f in "$out"/bench-*.json; do
   python3 - "$f" <<'EOF' 2>/dev/null || echo "$f: unreadable"
 import json, sys

@@ -34,5 +34,5 @@ done | sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 src="$fixtures/sd-turbo-tiny"
 cp -r "$src/model" "$src/taesd" "$src/refs.json" "$src/refs.safetensors" "$bundle/fixtures/sd-turbo-tiny/"
 cp "$src"/*.png "$bundle/fixtures/sd-turbo-tiny/"
-cp scripts/bench-device.sh "$bundle/"
+cp scripts/bench-device.sh scripts/bench-portable.sh "$bundle/"
 du -sh "$bundle"

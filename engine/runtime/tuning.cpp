@@ -32,12 +32,14 @@ const TuningRow kTable[] = {
         .attention_block_bytes = kAttentionBlockBytes,
     },
     {
-        // gemm.cl: 128×128 tiles of 8×8 per work-item in float4 chunks (256 work-items, 33 KB of local memory with
-        // double buffering) for every product (docs/PERFORMANCE.md, the 2026-12 portable round). Tensor cores
-        // where the compute capability is 8.0 or later.
+        // gemm.cl: 128×64 tiles of 8×4 per work-item in float4 chunks (256 work-items, 25 KB of local memory with
+        // double buffering) for every product: on the H200 the fastest or within 6 % of it at each of the large
+        // products, 1.3-1.7× the 128×128 tiles of 8×8 (whose 64 accumulators per work-item hold too few warps in
+        // flight), and the kernel tuner's own choice there (docs/PERFORMANCE.md, the 2026-12 portable round).
+        // Tensor cores where the compute capability is 8.0 or later.
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
-        .gemm = {.linear = {128, 128, 16, 8, 8, 4}, .conv = {128, 128, 16, 8, 8, 4}},
+        .gemm = {.linear = {128, 64, 16, 8, 4, 4}, .conv = {128, 64, 16, 8, 4, 4}},
         .tensor_cores = {.ptx = true},
         .attention = {.keys64 = true},
         .split_k = {},

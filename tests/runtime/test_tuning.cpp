@@ -88,11 +88,11 @@ TEST(Tuning, EachDeviceGetsItsRowAndUnknownDevicesTheDefault) {
 }
 
 TEST(Tuning, RowsKeepTheirMeasuredTiles) {
-  // gemm.cl: NVIDIA's 128×128 tiles of 8×8 in float4 chunks, PoCL's 8×8 float8 tiles, the 64×64×16 4×4 default.
+  // gemm.cl: NVIDIA's 128×64 tiles of 8×4 in float4 chunks, PoCL's 8×8 float8 tiles, the 64×64×16 4×4 default.
   const Tuning h200(kH200, true), radeon(kRadeon, false), pocl(kPocl, false);
-  EXPECT_EQ(h200.gemm(GemmMode::Linear), (GemmConfig{128, 128, 16, 8, 8, 4}));
-  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1), (GemmConfig{128, 128, 16, 8, 8, 4}));
-  EXPECT_EQ(h200.gemm(GemmMode::Conv), (GemmConfig{128, 128, 16, 8, 8, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Linear), (GemmConfig{128, 64, 16, 8, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1), (GemmConfig{128, 64, 16, 8, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv), (GemmConfig{128, 64, 16, 8, 4, 4}));
   EXPECT_EQ(radeon.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(radeon.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(pocl.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 8, 8, 8}));
