@@ -3,9 +3,9 @@
 //
 //   C(m, n) = act( sum_k half(A(m, k)) * B(n, k) + bias[n] ) + residual(m, n)
 //
-// A_MODE, the arguments, the split-K workspace and the epilogue are gemm.cl's (see there); B is always fp16
-// (read as raw 16-bit patterns, so no cl_khr_fp16 is needed) and A is rounded to fp16 (to nearest even) as it
-// enters local memory. Products of two fp16 values are exact in fp32, so the result differs from a reference
+// A_MODE, the arguments, the split-K workspace and the epilogue are gemm.cl's (see there); B is fp16 (read as
+// raw 16-bit patterns, so no cl_khr_fp16 is needed; or fp32 with B_FLOAT, rounded like A) and A is rounded to
+// fp16 (to nearest even) as it enters local memory. Products of two fp16 values are exact in fp32, so the result differs from a reference
 // computed from fp16-rounded inputs only in the fp32 additions (their order and, on the tensor cores, their
 // rounding, which is not to nearest: a few 1e-6 of the largest output over thousands of terms).
 //
@@ -53,6 +53,14 @@
 #endif
 #ifndef A_ALIGN4  // 1 (mode 0): every activation row starts on 4 floats (a_off and lda multiples of 4)
 #define A_ALIGN4 0
+#endif
+#ifndef B_FLOAT  // 1: B is fp32 (an attention operand: K, or V transposed), rounded to fp16 as it is loaded
+#define B_FLOAT 0
+#endif
+#if B_FLOAT
+#define B_T float
+#else
+#define B_T ushort
 #endif
 
 #define TC_TK 32                               // k per step (halves)
@@ -146,7 +154,7 @@ inline void mma_emulated(float* d, __local const uint* XA, __local const uint* X
 // Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
 // the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
-    const int M, const int N, const int K, __global const float* restrict A, __global const ushort* restrict B,
+    const int M, const int N, const int K, __global const float* restrict A, __global const B_T* restrict B,
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
     const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
@@ -264,7 +272,21 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
-        __global const ushort* src = B + b_off + n * ldb + k;
+        __global const B_T* src = B + b_off + n * ldb + k;
+#if B_FLOAT
+        float4 lo, hi;
+        if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
+          lo = *(__global const float4*)src;
+          hi = *(__global const float4*)(src + 4);
+        } else {
+          float f[8];
+          for (int e = 0; e < 8; ++e) f[e] = (n < N && k + e < k_stop) ? src[e] : 0.0f;
+          lo = (float4)(f[0], f[1], f[2], f[3]);
+          hi = (float4)(f[4], f[5], f[6], f[7]);
+        }
+        wreg[i] = (uint4)(pack_half2(lo.x, lo.y), pack_half2(lo.z, lo.w), pack_half2(hi.x, hi.y),
+                          pack_half2(hi.z, hi.w));
+#else
         if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
           wreg[i] = *(__global const uint4*)src;
         } else {
@@ -272,6 +294,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           for (int e = 0; e < 8; ++e) h[e] = (n < N && k + e < k_stop) ? (uint)src[e] : 0u;
           wreg[i] = (uint4)(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
         }
+#endif
       }
 #if A_MODE == 0
 #if GEMM_TC_PTX

@@ -47,7 +47,10 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 // Scaled dot-product attention, softmax(q·kᵀ / sqrt(D)) · v, per head, without materialising the [Tq, Tk]
 // matrix for long sequences.   q: [Tq, heads·D], k, v: [Tk, heads·D] → [Tq, heads·D]
 // causal: query i sees keys 0..i (the text encoder). D up to 512 (the VAE's single head has D = 512).
-Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal);
+// weights: the storage of the model's weights. With F16 the products may run with fp16 operands and fp32
+// accumulation (tensor cores, as gemm_tc for the linear layers), the softmax staying fp32; F32 keeps fp32.
+Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+                 DType weights = DType::F32);
 
 // Element-wise.
 Tensor activation(cl::Context& ctx, const Tensor& x, Act act);  // any shape
@@ -63,9 +66,9 @@ Tensor scale(cl::Context& ctx, const Tensor& x, float s);
 Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude);
 
 // Layout.
-Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);            // [C, H, W] → [C, 2H, 2W]
+Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);                // [C, H, W] → [C, 2H, 2W]
 Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b);  // [C1, H, W], [C2, H, W] → [C1+C2, H, W]
-Tensor transpose(cl::Context& ctx, const Tensor& x);                     // [A, B] → [B, A]
+Tensor transpose(cl::Context& ctx, const Tensor& x);                         // [A, B] → [B, A]
 
 // Embeddings.
 // Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]

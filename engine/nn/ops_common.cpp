@@ -296,6 +296,26 @@ std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> p
   return std::exchange(g_tc_override, path);
 }
 
+namespace {
+std::mutex g_rejected_mutex;
+std::map<cl_device_id, bool> g_ptx_rejected;  // per device: its compiler refused the inline PTX once
+}  // namespace
+
+bool tensor_core_ptx_rejected(const cl::Context& ctx) {
+  std::lock_guard lock(g_rejected_mutex);
+  const auto it = g_ptx_rejected.find(ctx.device());
+  return it != g_ptx_rejected.end() && it->second;
+}
+
+void reject_tensor_core_ptx(const cl::Context& ctx, const std::string& what) {
+  {
+    std::lock_guard lock(g_rejected_mutex);
+    if (std::exchange(g_ptx_rejected[ctx.device()], true)) return;  // said once
+  }
+  log::get("engine")->warn("tensor-core kernels did not build on {}, using the fp32 kernels instead: {}",
+                           ctx.info().name, what);
+}
+
 std::string TcConfig::defines() const {
   std::ostringstream s;
   s << "-DTC_TM=" << tm << " -DTC_TN=" << tn << " -DTC_WARPS_M=" << warps_m << " -DTC_WARPS_N=" << warps_n;
@@ -339,6 +359,49 @@ TcConfig tc_config(const cl::Context& ctx, int mode, int M, int N) {
 void set_tc_config_override(std::optional<TcConfig> config) {
   std::lock_guard lock(g_override_mutex);
   g_tc_config_override = config;
+}
+
+namespace {
+std::optional<AttentionTcConfig> g_attention_tc_override;
+}  // namespace
+
+std::size_t AttentionTcConfig::local_bytes(int head_dim, bool emulated) const {
+  // attention_tc.cl: Q [bq][dp/2 + 4], K [bk][dp/2 + 4], Vᵀ [dp][bk/2 + 4] words; emulated: P [bq][bk/2 + 4]
+  // words and two floats per work-item.
+  const std::size_t dp = cl::round_up(static_cast<std::size_t>(head_dim), 16);
+  const std::size_t ldq = dp / 2 + 4, ldv = static_cast<std::size_t>(bk) / 2 + 4;
+  std::size_t words = static_cast<std::size_t>(bq()) * ldq + static_cast<std::size_t>(bk) * ldq + dp * ldv;
+  if (emulated) words += static_cast<std::size_t>(bq()) * ldv + 2u * static_cast<std::size_t>(threads());
+  return words * 4;
+}
+
+std::string AttentionTcConfig::defines(int head_dim) const {
+  std::ostringstream s;
+  s << "-DHEAD_DIM=" << head_dim << " -DATT_TC_WARPS=" << warps << " -DATT_TC_BK=" << bk;
+  return s.str();
+}
+
+bool AttentionTcConfig::valid() const {
+  return warps >= 1 && warps <= 16 && bk >= 16 && bk % 16 == 0;
+}
+
+AttentionTcConfig attention_tc_config(const cl::Context& ctx, int head_dim, bool emulated) {
+  {
+    std::lock_guard lock(g_override_mutex);
+    if (g_attention_tc_override) return *g_attention_tc_override;
+  }
+  // 64 queries (4 warps) per work-group: the UNet's 4096-token self-attention makes 320 work-groups of its 5
+  // heads, 2.4 per compute unit of the H200; 64 keys per step for SD's 64-wide heads (27 KB of local memory), 32
+  // for heads up to 128 (36 KB) on devices that report 48 KB.
+  for (const AttentionTcConfig c :
+       {AttentionTcConfig{4, 64}, AttentionTcConfig{4, 32}, AttentionTcConfig{2, 32}, AttentionTcConfig{1, 16}})
+    if (fits(ctx, c.threads(), c.local_bytes(head_dim, emulated))) return c;
+  return {1, 16};
+}
+
+void set_attention_tc_override(std::optional<AttentionTcConfig> config) {
+  std::lock_guard lock(g_override_mutex);
+  g_attention_tc_override = config;
 }
 
 std::size_t AttentionConfig::local_bytes() const {

@@ -3,7 +3,6 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
-#include <atomic>
 
 #include "nn/ops_internal.hpp"
 #include "runtime/log.hpp"
@@ -70,15 +69,13 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
-std::atomic<bool> g_ptx_rejected{false};  // the driver's compiler refused gemm_tc.cl's PTX once: stop asking
-
 // kernels/gemm_tc.cl: fp16 operands on tensor cores (ptx) or its portable stand-in. False when the device
 // cannot run the kernel's work-group or its compiler refused the PTX (the caller then runs gemm.cl).
 
 bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, bool ptx) {
-  if (ptx && g_ptx_rejected) return false;
+  if (ptx && detail::tensor_core_ptx_rejected(ctx)) return false;
   std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") +
-                        " -DGEMM_TC_PTX=" + (ptx ? "1" : "0") +
+                        " -DB_FLOAT=" + (o.b_half ? "0" : "1") + " -DGEMM_TC_PTX=" + (ptx ? "1" : "0") +
                         " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
                         " -DA_ALIGN4=" + (p.mode == kModeLinear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
   if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
@@ -94,8 +91,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   } catch (const Error& e) {
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
     if (!ptx || e.kind() != ErrorKind::Device) throw;
-    if (!g_ptx_rejected.exchange(true))
-      log::get("engine")->warn("tensor-core GEMM did not build, using the fp32 kernels instead: {}", e.what());
+    detail::reject_tensor_core_ptx(ctx, e.what());
     return false;
   }
   constexpr int kTk = 32;  // gemm_tc.cl's K step
@@ -119,7 +115,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
 }  // namespace
 
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
+  if (const TensorCores path = tensor_core_path(ctx, o.b_half || o.fp16_products); path != TensorCores::Off)
     if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
   std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
                         " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");

@@ -65,6 +65,9 @@ struct GemmProblem {
 struct GemmOperands {
   cl_mem a = nullptr, b = nullptr, bias = nullptr, residual = nullptr, c = nullptr;
   bool b_half = false, bias_half = false;
+  // B is fp32 but the product may round both operands to fp16 (an attention product of a model with fp16
+  // weights: K or Vᵀ in the place of the weight). Takes the tensor cores where fp16 weights would.
+  bool fp16_products = false;
 };
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 // How many slices K is split into for a product of `tiles` work-groups: 1 when the tiles fill the device
@@ -85,6 +88,10 @@ bool device_has_tensor_cores(const cl::Context& ctx);
 TensorCores tensor_core_path(const cl::Context& ctx, bool b_half);
 // Tests: force a path (nullopt: automatic). Returns the previous override.
 std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> path);
+// True once this device's compiler refused the inline PTX (every tensor-core kernel then falls back to its fp32
+// kernel); reject_tensor_core_ptx() records that, with one warning naming what failed.
+bool tensor_core_ptx_rejected(const cl::Context& ctx);
+void reject_tensor_core_ptx(const cl::Context& ctx, const std::string& what);
 
 struct TcConfig {
   int tm = 128, tn = 128, warps_m = 2, warps_n = 4;  // tile of mma rows × cols per work-group, warps per axis
@@ -108,8 +115,25 @@ struct AttentionConfig {
   std::string defines(int head_dim) const;
   bool valid() const;
 };
-// Heads up to this wide run in kernels/attention.cl; wider ones (the VAE's 512) as blocked GEMMs.
+// Heads up to this wide run in kernels/attention.cl (or attention_tc.cl); wider ones (the VAE's 512) as blocked
+// GEMMs.
 constexpr int kMaxFlashHeadDim = 128;
+
+// ---- flash attention on tensor cores (kernels/attention_tc.cl): 16 queries per warp, bk keys per step
+struct AttentionTcConfig {
+  int warps = 4, bk = 64;
+  int bq() const { return 16 * warps; }
+  int threads() const { return 32 * warps; }
+  // Local memory of the kernel built for this head width; the emulated kernel also holds P and the quad scratch.
+  std::size_t local_bytes(int head_dim, bool emulated) const;
+  std::string defines(int head_dim) const;
+  bool valid() const;
+  bool operator==(const AttentionTcConfig&) const = default;
+};
+// The override, else 4 warps (64 queries) with 64 keys per step, or 32 where the tiles of a wide head would not
+// fit the device's local memory (fewer warps as the last resort).
+AttentionTcConfig attention_tc_config(const cl::Context& ctx, int head_dim, bool emulated);
+void set_attention_tc_override(std::optional<AttentionTcConfig> config);
 AttentionConfig attention_config(const cl::Context& ctx, int head_dim);
 AttentionConfig attention_fallback_config(int head_dim, std::size_t max_threads);
 void set_attention_override(std::optional<AttentionConfig> config);

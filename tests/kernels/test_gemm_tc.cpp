@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <thread>
 
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
@@ -30,38 +29,13 @@ namespace {
 
 constexpr double kRtol = 1e-5;
 
-// Sets a tensor-core path (and optionally a tile configuration) for one scope, then restores the automatic choice.
-class PathScope {
- public:
-  explicit PathScope(std::optional<TensorCores> path, std::optional<TcConfig> config = std::nullopt)
-      : previous_(nn::detail::set_tensor_core_override(path)) {
-    nn::detail::set_tc_config_override(config);
-  }
-  ~PathScope() {
-    nn::detail::set_tensor_core_override(previous_);
-    nn::detail::set_tc_config_override(std::nullopt);
-  }
-  PathScope(const PathScope&) = delete;
-  PathScope& operator=(const PathScope&) = delete;
-
- private:
-  std::optional<TensorCores> previous_;
-};
+using PathScope = test::TensorCorePathScope;
 
 std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
   return test::random_floats(n, seed, -bound, bound);
 }
 
-// The reference loops on every core (the SD-Turbo shapes take billions of multiply-adds): `rows` independent
-// output rows computed by `part(begin, end)`.
-template <typename F>
-void parallel_rows(int rows, F&& part) {
-  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
-  std::vector<std::thread> pool;
-  const int per = (rows + threads - 1) / threads;
-  for (int begin = 0; begin < rows; begin += per) pool.emplace_back(part, begin, std::min(rows, begin + per));
-  for (auto& t : pool) t.join();
-}
+using test::parallel_rows;
 
 std::vector<float> slice(const std::vector<float>& v, std::size_t begin, std::size_t end) {
   return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -151,13 +125,6 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
                 s.stride, s.upsample2x ? " up2x" : "");
   test::expect_close(ctx, y, expected, kRtol, label);
 }
-
-#define REQUIRE_TENSOR_CORES()                                                                                      \
-  do {                                                                                                              \
-    if (!nn::detail::device_has_tensor_cores(test::kernel_context()))                                               \
-      GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                               \
-                   << " (needs an NVIDIA GPU of compute capability >= 8); TensorCoreTiles.* cover the tiling here"; \
-  } while (0)
 
 const TcConfig kBig{128, 128, 2, 4};
 const TcConfig kSmall{64, 64, 2, 2};
