@@ -84,6 +84,22 @@ cl::Buffer to_rgb8(cl::Context& ctx, const Tensor& x, float a, float b);
 
 // Counts NaN/Inf entries of x (one small reduction; synchronises when read).
 std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x);
+// The NaN/Inf counts of several tensors with one read-back and no wait of their own: add() queues a count of x
+// (slot 0, 1, ... in call order), enqueue_read() queues the copy of all counts to the host; once the queue has
+// passed it (Context::finish), counts() holds them.
+class NonFiniteCounts {
+ public:
+  NonFiniteCounts(cl::Context& ctx, int capacity);
+  int add(const Tensor& x);        // returns the slot
+  cl::EventHandle enqueue_read();  // the copy's event
+  const std::vector<std::int32_t>& counts() const { return counts_; }
+
+ private:
+  cl::Context& ctx_;
+  cl::Buffer device_;
+  int used_ = 0;
+  std::vector<std::int32_t> counts_;
+};
 // NaN and Inf values in each weight of `index` whose name starts with one of `prefixes`: the names and counts of
 // those that hold any, in the index's order. One kernel per weight and a single read-back (an error path).
 std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,

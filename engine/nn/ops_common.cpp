@@ -316,6 +316,69 @@ void reject_tensor_core_ptx(const cl::Context& ctx, const std::string& what) {
                            ctx.info().name, what);
 }
 
+namespace {
+std::optional<TensorCoreFeatures> g_tc_features_override;
+
+// kernels/tc_probe.cl's probe_ldmatrix in `mode`: true when every lane received the fragment that plain loads of
+// the same tile give (rows g, g + 8 at words t, t + 4). Any failure to build or run counts as "not supported".
+bool ldmatrix_works(cl::Context& ctx, int mode) {
+  try {
+    cl_kernel kernel = ctx.kernel("tc_probe", "probe_ldmatrix", "-DLDSM_MODE=" + std::to_string(mode));
+    if (kernel_work_group_limit(ctx, kernel) < 32) return false;
+    const cl::Buffer out = ctx.buffer(32 * 4 * sizeof(std::uint32_t));
+    ctx.launch(kernel, cl::Range(32), cl::Range(32), out);
+    std::vector<std::uint32_t> got(32 * 4);
+    ctx.read(out, got.data(), got.size() * sizeof(std::uint32_t));
+    constexpr int kLdw = 20;
+    auto word = [](int i) { return static_cast<std::uint32_t>(i) * 2654435761u; };
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane >> 2, t = lane & 3;
+      const std::uint32_t want[4] = {word(g * kLdw + t), word((g + 8) * kLdw + t), word(g * kLdw + t + 4),
+                                     word((g + 8) * kLdw + t + 4)};
+      for (int j = 0; j < 4; ++j)
+        if (got[lane * 4 + j] != want[j]) return false;
+    }
+    return true;
+  } catch (const Error& e) {
+    log::get("engine")->info("{}: ldmatrix probe (mode {}) failed: {}", ctx.info().name, mode, e.what());
+    return false;
+  }
+}
+}  // namespace
+
+TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
+  {
+    std::lock_guard lock(g_override_mutex);
+    if (g_tc_features_override) {
+      TensorCoreFeatures f = *g_tc_features_override;
+      if (!ptx) f.ldmatrix = 0;
+      return f;
+    }
+  }
+  if (!ptx) return {0, true};
+  static std::mutex mutex;
+  static std::map<cl_device_id, int> probed;
+  std::lock_guard lock(mutex);
+  auto it = probed.find(ctx.device());
+  if (it == probed.end()) {
+    int mode = 0;
+    for (int m : {1, 2})
+      if (ldmatrix_works(ctx, m)) {
+        mode = m;
+        break;
+      }
+    log::get("engine")->info("{}: ldmatrix {}", ctx.info().name,
+                             mode ? "mode " + std::to_string(mode) : std::string("not used (the probe failed)"));
+    it = probed.emplace(ctx.device(), mode).first;
+  }
+  return {it->second, true};
+}
+
+void set_tensor_core_features_override(std::optional<TensorCoreFeatures> features) {
+  std::lock_guard lock(g_override_mutex);
+  g_tc_features_override = features;
+}
+
 std::string TcConfig::defines() const {
   std::ostringstream s;
   s << "-DTC_TM=" << tm << " -DTC_TN=" << tn << " -DTC_WARPS_M=" << warps_m << " -DTC_WARPS_N=" << warps_n;

@@ -237,6 +237,30 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
   return count;
 }
 
+NonFiniteCounts::NonFiniteCounts(cl::Context& ctx, int capacity)
+    : ctx_(ctx),
+      device_(ctx.buffer(static_cast<std::size_t>(std::max(capacity, 1)) * sizeof(cl_int))),
+      counts_(static_cast<std::size_t>(std::max(capacity, 1)), 0) {
+  const cl_int zero = 0;
+  cl::check(clEnqueueFillBuffer(ctx.queue(), device_.get(), &zero, sizeof zero, 0, counts_.size() * sizeof zero, 0,
+                                nullptr, nullptr),
+            "clEnqueueFillBuffer", "NaN/Inf counters");
+}
+
+int NonFiniteCounts::add(const Tensor& x) {
+  detail::require_activation("count_non_finite", "x", x);
+  if (used_ >= static_cast<int>(counts_.size())) fail("count_non_finite", "more tensors than counters");
+  cl_kernel kernel = ctx_.kernel(kProgram, "count_non_finite");
+  const std::size_t local = detail::fit_local(ctx_, kernel, kLocal);
+  const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
+  ctx_.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, device_, used_);
+  return used_++;
+}
+
+cl::EventHandle NonFiniteCounts::enqueue_read() {
+  return ctx_.read_async(device_, counts_.data(), counts_.size() * sizeof(cl_int));
+}
+
 std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,
                                                                            const std::vector<std::string>& prefixes) {
   std::vector<const WeightIndex::Entry*> chosen;

@@ -51,21 +51,33 @@ void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::
              partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
 }
 
-// Launches a gemm.cl / gemm_tc.cl kernel (same arguments): with one K slice the kernel applies the epilogue
-// itself; with several, the slices go to a pooled workspace that the reduction (built with `reduce_options`)
-// sums in order (the in-order queue keeps the workspace alive for it; the pool may hand it out again once
-// both are enqueued).
+// Launches a gemm.cl / gemm_tc.cl kernel (same arguments; gemm_tc.cl takes `counters` after them): with one K
+// slice the kernel applies the epilogue itself; with several, the slices go to a pooled workspace that the
+// reduction (built with `reduce_options`) sums in order (the in-order queue keeps the workspace alive for it; the
+// pool may hand it out again once both are enqueued). A gemm_tc kernel built with FUSED_SPLITK sums the slices
+// itself (fused): it takes the epilogue's arguments with the workspace, and `counters` (one per tile).
 void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, const cl::Range& local,
                  const GemmProblem& p, const detail::GemmOperands& o, Act act, int splits, int k_chunk,
-                 const std::string& reduce_options) {
+                 const std::string& reduce_options, bool tc = false, bool fused = false) {
   const bool split = splits > 1;
+  const bool epilogue = !split || fused;  // the kernel itself finishes the outputs
   const cl::Buffer partial =
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
-  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
-             split ? cl_mem{nullptr} : o.residual, o.c, static_cast<int>(split ? Act::None : act), p.a_off, p.lda,
-             p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample,
-             k_chunk, split ? partial.get() : cl_mem{nullptr});
-  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
+  const cl_mem bias = epilogue ? o.bias : nullptr, residual = epilogue ? o.residual : nullptr;
+  const int act_code = static_cast<int>(epilogue ? act : Act::None);
+  const cl_mem workspace = split ? partial.get() : nullptr;
+  if (tc) {
+    const cl_mem counters =
+        split && fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : cl_mem{nullptr};
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
+               p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
+               workspace, counters);
+  } else {
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
+               p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
+               workspace);
+  }
+  if (split && !fused) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
@@ -80,11 +92,16 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
                         " -DA_ALIGN4=" + (p.mode == kModeLinear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
   if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
   detail::TcConfig config = detail::tc_config(ctx, p.mode, p.M, p.N);
+  const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
+  variant += " -DFUSED_SPLITK=" + std::string(features.fused_splitk ? "1" : "0");
+  // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16.
+  const int ldsm = (config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0;
+  variant += " -DLDSM_MODE=" + std::to_string(ldsm);
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
     if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) {
-      config = {64, 64, 2, 2};
+      config = {64, 64, 2, 2};  // 32 cols per warp: the ldmatrix choice above still holds
       kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
       if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
     }
@@ -108,7 +125,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   std::string reduce_options = detail::gemm_config(ctx, p.mode).defines() + " -DA_MODE=" + std::to_string(p.mode) +
                                " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
   if (p.mode == kModeConv) reduce_options += " -DCONV_KS=" + std::to_string(p.ks);
-  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options);
+  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, features.fused_splitk);
   return true;
 }
 

@@ -93,6 +93,20 @@ std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> p
 bool tensor_core_ptx_rejected(const cl::Context& ctx);
 void reject_tensor_core_ptx(const cl::Context& ctx, const std::string& what);
 
+// What the tensor-core kernels use on a device beyond mma.sync.
+struct TensorCoreFeatures {
+  // 0: fragments through plain local loads; 1 / 2: through ldmatrix, with the local address as it is / converted
+  // by cvta.to.shared (whichever kernels/tc_probe.cl finds right on the device; PTX path only).
+  int ldmatrix = 0;
+  // Split K summed by the last slice of each tile (gemm_tc.cl's FUSED_SPLITK) instead of a reduce launch.
+  bool fused_splitk = true;
+  bool operator==(const TensorCoreFeatures&) const = default;
+};
+// The override if set; else for the PTX path the probed ldmatrix mode (once per device) with the fused split-K,
+// for the emulated kernel no ldmatrix.
+TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx);
+void set_tensor_core_features_override(std::optional<TensorCoreFeatures> features);
+
 struct TcConfig {
   int tm = 128, tn = 128, warps_m = 2, warps_n = 4;  // tile of mma rows × cols per work-group, warps per axis
   int threads() const { return 32 * warps_m * warps_n; }

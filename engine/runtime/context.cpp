@@ -16,7 +16,9 @@ Buffer::Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool
   if (tag_.requested == 0) tag_.requested = bytes_;
 }
 
-Buffer::~Buffer() { give_back(); }
+Buffer::~Buffer() {
+  give_back();
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -43,9 +45,12 @@ std::string device_build_defines(const DeviceInfo& info) {
   std::string defines = "-cl-mad-enable";
   const std::string vendor = info.vendor + " " + info.platform_name;
   auto has = [&](const char* s) { return vendor.find(s) != std::string::npos; };
-  if (has("NVIDIA")) defines += " -DSDT_VENDOR_NVIDIA=1";
-  else if (has("Advanced Micro Devices") || has("AMD")) defines += " -DSDT_VENDOR_AMD=1";
-  else if (has("Intel")) defines += " -DSDT_VENDOR_INTEL=1";
+  if (has("NVIDIA"))
+    defines += " -DSDT_VENDOR_NVIDIA=1";
+  else if (has("Advanced Micro Devices") || has("AMD"))
+    defines += " -DSDT_VENDOR_AMD=1";
+  else if (has("Intel"))
+    defines += " -DSDT_VENDOR_INTEL=1";
   if (has("Portable Computing Language") || info.platform_name.find("PoCL") != std::string::npos)
     defines += " -DSDT_POCL=1";
   if (info.fp16) defines += " -DSDT_HAS_FP16=1";
@@ -152,7 +157,8 @@ Buffer Context::persistent(std::size_t bytes) {
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
   auto* state = new std::pair<std::weak_ptr<PoolState>, std::size_t>(pool_, bytes);
-  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS) delete state;
+  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS)
+    delete state;
   else {
     std::lock_guard lock(pool_->mutex);
     pool_->note_persistent(static_cast<std::int64_t>(bytes));
@@ -186,6 +192,21 @@ void Context::reset_peak() {
   pool_->reset_peak();
 }
 
+cl_mem Context::zeroed_counters(std::size_t count) {
+  if (count > counters_count_) {
+    const std::size_t n = std::max<std::size_t>(count, 1024);
+    cl_int status = CL_SUCCESS;
+    MemHandle fresh(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, n * sizeof(cl_int), nullptr, &status));
+    check(status, "clCreateBuffer", std::to_string(n) + " counters");
+    const cl_int zero = 0;
+    check(clEnqueueFillBuffer(queue_.get(), fresh.get(), &zero, sizeof zero, 0, n * sizeof zero, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer", "zeroing counters");
+    counters_ = std::move(fresh);
+    counters_count_ = n;
+  }
+  return counters_.get();
+}
+
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
@@ -194,6 +215,21 @@ void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, s
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
+}
+
+EventHandle Context::read_async(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
+  cl_event event = nullptr;
+  check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_FALSE, offset, bytes, data, 0, nullptr, &event),
+        "clEnqueueReadBuffer", std::to_string(bytes) + " bytes (queued)");
+  return EventHandle(event);
+}
+
+double Context::device_ms(cl_event event) {
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) != CL_SUCCESS ||
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS || end < start)
+    return 0.0;
+  return static_cast<double>(end - start) * 1e-6;
 }
 
 void Context::finish() {
@@ -241,8 +277,8 @@ void Context::wait(cl_event event, std::string_view what) {
   auto pause = std::chrono::microseconds(5);
   cl_int status = CL_QUEUED;
   for (;;) {
-    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
-          "clGetEventInfo", what);
+    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr), "clGetEventInfo",
+          what);
     if (status <= CL_COMPLETE) break;  // CL_COMPLETE (0) or an error (negative)
     if (std::chrono::steady_clock::now() - start > watchdog_) {
       hung_ = true;
@@ -305,6 +341,13 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event)});
   }
   check(status, "clEnqueueNDRangeKernel", kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_));
+  // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
+  // leave the device idle while the host enqueues the first hundreds of launches of a generation.
+  constexpr int kFlushEvery = 32;
+  if (++unflushed_ >= kFlushEvery) {
+    unflushed_ = 0;
+    check(clFlush(queue_.get()), "clFlush", "after " + std::to_string(kFlushEvery) + " launches");
+  }
 }
 
 std::vector<KernelTiming> Context::collect_timings() {
