@@ -355,7 +355,10 @@ TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
       return f;
     }
   }
-  if (!ptx) return {0, true};
+  // The fused split-K sum is tested everywhere but off by default: on the H200 the last slice's serial sum of
+  // its tile was a long tail (UNet 1280 @16x16: 45 TFLOP/s fused, 80 with the reduce launch; text fc1 16 against
+  // 27; docs/bench/2026-12-01-k16-kernel-variants-h200.txt).
+  if (!ptx) return {0, false};
   static std::mutex mutex;
   static std::map<cl_device_id, int> probed;
   std::lock_guard lock(mutex);
@@ -371,7 +374,7 @@ TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
                              mode ? "mode " + std::to_string(mode) : std::string("not used (the probe failed)"));
     it = probed.emplace(ctx.device(), mode).first;
   }
-  return {it->second, true};
+  return {it->second, false};
 }
 
 void set_tensor_core_features_override(std::optional<TensorCoreFeatures> features) {
@@ -454,10 +457,10 @@ AttentionTcConfig attention_tc_config(const cl::Context& ctx, int head_dim, bool
     if (g_attention_tc_override) return *g_attention_tc_override;
   }
   // 64 queries (4 warps) per work-group: the UNet's 4096-token self-attention makes 320 work-groups of its 5
-  // heads, 2.4 per compute unit of the H200; 64 keys per step for SD's 64-wide heads (27 KB of local memory), 32
-  // for heads up to 128 (36 KB) on devices that report 48 KB.
-  for (const AttentionTcConfig c :
-       {AttentionTcConfig{4, 64}, AttentionTcConfig{4, 32}, AttentionTcConfig{2, 32}, AttentionTcConfig{1, 16}})
+  // heads, 2.4 per compute unit of the H200; 32 keys per step: 66 TFLOP/s there against 63 with 64 keys, 42 with
+  // 8 warps and 46 with 2 (docs/bench/2026-12-01-k16-kernel-variants-h200.txt), and 36 KB of local memory for
+  // heads up to 128.
+  for (const AttentionTcConfig c : {AttentionTcConfig{4, 32}, AttentionTcConfig{2, 32}, AttentionTcConfig{1, 16}})
     if (fits(ctx, c.threads(), c.local_bytes(head_dim, emulated))) return c;
   return {1, 16};
 }

@@ -98,12 +98,13 @@ struct TensorCoreFeatures {
   // 0: fragments through plain local loads; 1 / 2: through ldmatrix, with the local address as it is / converted
   // by cvta.to.shared (whichever kernels/tc_probe.cl finds right on the device; PTX path only).
   int ldmatrix = 0;
-  // Split K summed by the last slice of each tile (gemm_tc.cl's FUSED_SPLITK) instead of a reduce launch.
-  bool fused_splitk = true;
+  // Split K summed by the last slice of each tile (gemm_tc.cl's FUSED_SPLITK) instead of a reduce launch. Off by
+  // default: slower on the H200 (see tensor_core_features).
+  bool fused_splitk = false;
   bool operator==(const TensorCoreFeatures&) const = default;
 };
-// The override if set; else for the PTX path the probed ldmatrix mode (once per device) with the fused split-K,
-// for the emulated kernel no ldmatrix.
+// The override if set; else for the PTX path the probed ldmatrix mode (once per device), for the emulated kernel
+// no ldmatrix; the reduce launch for split K.
 TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx);
 void set_tensor_core_features_override(std::optional<TensorCoreFeatures> features);
 
@@ -144,8 +145,7 @@ struct AttentionTcConfig {
   bool valid() const;
   bool operator==(const AttentionTcConfig&) const = default;
 };
-// The override, else 4 warps (64 queries) with 64 keys per step, or 32 where the tiles of a wide head would not
-// fit the device's local memory (fewer warps as the last resort).
+// The override, else 4 warps (64 queries) with 32 keys per step (fewer warps where that does not fit).
 AttentionTcConfig attention_tc_config(const cl::Context& ctx, int head_dim, bool emulated);
 void set_attention_tc_override(std::optional<AttentionTcConfig> config);
 AttentionConfig attention_config(const cl::Context& ctx, int head_dim);

@@ -76,7 +76,7 @@ void check(const Case& c, std::uint32_t seed) {
   test::expect_close(ctx, out, expected, 0.0, label, kVBound * v_max);
 }
 
-const AttentionTcConfig kDefault{4, 64}, kNarrow{2, 32};
+const AttentionTcConfig kDefault{4, 32}, kWide{4, 64}, kNarrow{2, 32};
 
 }  // namespace
 
@@ -96,7 +96,7 @@ TEST(TensorCoreAttention, MatchesFp16ReferenceAtSdTurboShapes) {
 TEST(TensorCoreAttention, MatchesFp16ReferenceAtOddShapesInEveryTile) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
-  for (const AttentionTcConfig& config : {kDefault, kNarrow}) {
+  for (const AttentionTcConfig& config : {kDefault, kWide, kNarrow}) {
     TileScope tile(config);
     SCOPED_TRACE(config.defines(64));
     check({"odd", 13, 37, 3, 64}, 710);
@@ -116,7 +116,7 @@ TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
   // (Each head width and tile is a PoCL build of seconds: SD's 64 in both tiles, then 40, 96 and an unaligned 18.)
   PathScope emulated(TensorCores::Emulated);
   {
-    TileScope tile(kDefault);
+    TileScope tile(kWide);
     check({"clip", 77, 77, 16, 64, true, 4.0f}, 720);
     check({"self", 130, 130, 2, 64}, 721);
     check({"cross", 100, 77, 3, 64}, 722);
@@ -162,11 +162,12 @@ TEST(TensorCoreAttentionTiles, Fp32ModelsKeepFp32Attention) {
 
 TEST(TensorCoreAttentionTiles, ConfigurationRules) {
   EXPECT_TRUE(kDefault.valid());
+  EXPECT_TRUE(kWide.valid());
   EXPECT_TRUE(kNarrow.valid());
   EXPECT_FALSE((AttentionTcConfig{4, 24}.valid()));  // keys per step: whole k16 slices of P
   EXPECT_FALSE((AttentionTcConfig{0, 64}.valid()));
-  // SD's heads: 27 KB of local memory with the default tile; 128-wide heads fit 48 KB with 32 keys per step.
-  EXPECT_EQ(kDefault.local_bytes(64, false), (64u * 36 + 64 * 36 + 64 * 36) * 4);
-  EXPECT_LE((AttentionTcConfig{4, 32}.local_bytes(128, false)), 48u * 1024);
-  EXPECT_GT(kDefault.local_bytes(128, false), 48u * 1024);
+  // SD's heads: 27 KB of local memory with 64 keys per step; 128-wide heads fit 48 KB with 32 keys per step.
+  EXPECT_EQ(kWide.local_bytes(64, false), (64u * 36 + 64 * 36 + 64 * 36) * 4);
+  EXPECT_LE(kDefault.local_bytes(128, false), 48u * 1024);
+  EXPECT_GT(kWide.local_bytes(128, false), 48u * 1024);
 }
