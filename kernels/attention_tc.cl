@@ -23,7 +23,7 @@
 // at most 2^-11 of the largest |v| (each probability moves by at most 2^-11 relative, and the output is their
 // weighted average).
 //
-// Only with GEMM_TC_PTX = 1 (NVIDIA, compute capability >= 8: the host decides as for gemm_tc.cl) does this file
+// Only with SDT_PTX = 1 (NVIDIA, compute capability >= 8: the host decides as for gemm_tc.cl) does this file
 // hold inline PTX: mma.sync, cvt.rn.f16x2.f32 and shfl.sync.bfly. Without it, each mma is a loop over local
 // memory, P passes through a per-warp local tile and the quad reductions through local memory: the same tiling,
 // loaders, masks and softmax run on every device (PoCL in the tests).
@@ -36,9 +36,6 @@
 #endif
 #ifndef ATT_TC_BK
 #define ATT_TC_BK 64
-#endif
-#ifndef GEMM_TC_PTX
-#define GEMM_TC_PTX 0
 #endif
 #ifndef ATT_ALIGN4  // 1: HEAD_DIM and every row stride are multiples of 4 floats: float4 loads
 #define ATT_ALIGN4 0
@@ -64,28 +61,8 @@
 #error "heads wider than 128 run as blocked products (ops_attention.cpp)"
 #endif
 
-// Two floats rounded to fp16 (to nearest even) in one word: lo in bits 0-15, hi in bits 16-31.
-inline uint att_pack_half2(float lo, float hi) {
-#if GEMM_TC_PTX
-  uint r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source -> upper half
-  return r;
-#else
-  ushort h[2];
-  vstore_half_rte(lo, 0, (__private half*)h);
-  vstore_half_rte(hi, 1, (__private half*)h);
-  return (uint)h[0] | ((uint)h[1] << 16);
-#endif
-}
-
-#if GEMM_TC_PTX
-// d[0..3] += a 16x8x16 product: a = rows g, g + 8 at k pairs t, t + 4; b = col g at k pairs t, t + 4;
-// d = rows g, g, g + 8, g + 8 at cols 2t, 2t + 1.
-#define ATT_MMA(d, a0, a1, a2, a3, b0, b1)                                                                    \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
-               "{%0,%1,%2,%3};"                                                                             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+#if SDT_PTX
+// (MMA_16x8x16 and pack_half2 are the prelude's, kernels/common.cl.)
 
 // The maximum and the sum over the 4 lanes of a quad (lanes 4g .. 4g + 3 hold one row's values).
 inline float quad_max(float x) {
@@ -141,7 +118,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   __local uint* Qs = (__local uint*)q_tile;  // [query][d pair]
   __local uint* Ks = (__local uint*)k_tile;  // [key][d pair]
   __local uint* Vt = (__local uint*)v_tile;  // [d][key pair]
-#if !GEMM_TC_PTX
+#if !SDT_PTX
   __local uint4 p_tiles[(ATT_TC_WARPS * 16 * LDV + 3) / 4];  // each warp's P [16 rows][key pair]
   __local float quad_scratch[2 * NTHREADS];
 #endif
@@ -158,17 +135,17 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   for (int c = tid; c < BQ * (DP / 4); c += NTHREADS) {
     const int r = c / (DP / 4), dq = c - r * (DP / 4);
     const float4 x = att_load4(q, ldq, col0, q0 + r, Tq, 4 * dq);
-    *(__local uint2*)&Qs[r * LDQ + 2 * dq] = (uint2)(att_pack_half2(x.x, x.y), att_pack_half2(x.z, x.w));
+    *(__local uint2*)&Qs[r * LDQ + 2 * dq] = (uint2)(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
   }
 
   float o[OTILES][4];
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
   for (int j = 0; j < OTILES; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY;  // running maxima (log2 units) of rows a and b
   float l_a = 0.0f, l_b = 0.0f;            // this lane's part of the running sums
-#if GEMM_TC_PTX
+#if SDT_PTX
   // Q's fragments stay in registers for the whole walk over the keys.
   barrier(CLK_LOCAL_MEM_FENCE);
   uint qf[KSTEPS][4];
@@ -188,7 +165,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     for (int c = tid; c < BK * (DP / 4); c += NTHREADS) {
       const int r = c / (DP / 4), dq = c - r * (DP / 4);
       const float4 x = att_load4(k, ldk, col0, k0 + r, Tk, 4 * dq);
-      *(__local uint2*)&Ks[r * LDQ + 2 * dq] = (uint2)(att_pack_half2(x.x, x.y), att_pack_half2(x.z, x.w));
+      *(__local uint2*)&Ks[r * LDQ + 2 * dq] = (uint2)(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
     }
     // V transposed: a work-item takes keys 2kp, 2kp + 1 at four head columns; consecutive work-items take
     // consecutive key pairs, so the stores of a warp fill one local row without bank conflicts.
@@ -196,24 +173,24 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
       const int dq = c / (BK / 2), kp = c - dq * (BK / 2);
       const float4 x0 = att_load4(v, ldv, col0, k0 + 2 * kp, Tk, 4 * dq);
       const float4 x1 = att_load4(v, ldv, col0, k0 + 2 * kp + 1, Tk, 4 * dq);
-      Vt[(4 * dq + 0) * LDV + kp] = att_pack_half2(x0.x, x1.x);
-      Vt[(4 * dq + 1) * LDV + kp] = att_pack_half2(x0.y, x1.y);
-      Vt[(4 * dq + 2) * LDV + kp] = att_pack_half2(x0.z, x1.z);
-      Vt[(4 * dq + 3) * LDV + kp] = att_pack_half2(x0.w, x1.w);
+      Vt[(4 * dq + 0) * LDV + kp] = pack_half2(x0.x, x1.x);
+      Vt[(4 * dq + 1) * LDV + kp] = pack_half2(x0.y, x1.y);
+      Vt[(4 * dq + 2) * LDV + kp] = pack_half2(x0.z, x1.z);
+      Vt[(4 * dq + 3) * LDV + kp] = pack_half2(x0.w, x1.w);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     // ---- S = Q·Kᵀ for the warp's 16 rows
     float s[STILES][4];
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
     for (int j = 0; j < STILES; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < KSTEPS; ++kk) {
         const int base = (j * 8 + g) * LDQ + kk * 8 + t;
-        const uint b0 = Ks[base], b1 = Ks[base + 4];
-        ATT_MMA(s[j], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
+        const uint b[2] = {Ks[base], Ks[base + 4]};
+        MMA_16x8x16(s[j], qf[kk], b);
       }
     }
 #else
@@ -225,11 +202,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
 
     // ---- masks, scale and the block's row maxima
     float mx_a = -INFINITY, mx_b = -INFINITY;
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
     for (int j = 0; j < STILES; ++j) {
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
       for (int e = 0; e < 4; ++e) {
@@ -241,7 +218,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
       mx_a = fmax(mx_a, fmax(s[j][0], s[j][1]));
       mx_b = fmax(mx_b, fmax(s[j][2], s[j][3]));
     }
-#if GEMM_TC_PTX
+#if SDT_PTX
     mx_a = quad_max(mx_a);
     mx_b = quad_max(mx_b);
 #else
@@ -262,7 +239,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
 
     // ---- P = 2^(S - m), row sums, O rescaled
     float sum_a = 0.0f, sum_b = 0.0f;
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
     for (int j = 0; j < STILES; ++j) {
@@ -275,7 +252,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     }
     l_a = l_a * alpha_a + sum_a;
     l_b = l_b * alpha_b + sum_b;
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
     for (int j = 0; j < OTILES; ++j) {
@@ -286,25 +263,25 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     }
 
     // ---- O += P·V: P's k16 slice kk is the score tiles 2kk (keys +0..7) and 2kk + 1 (keys +8..15)
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
     for (int kk = 0; kk < PSTEPS; ++kk) {
-      const uint p0 = att_pack_half2(s[2 * kk][0], s[2 * kk][1]);          // row g, keys 2t, 2t + 1
-      const uint p1 = att_pack_half2(s[2 * kk][2], s[2 * kk][3]);          // row g + 8
-      const uint p2 = att_pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);  // row g, keys 8 + 2t, 9 + 2t
-      const uint p3 = att_pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);  // row g + 8
+      const uint p[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]),           // row g, keys 2t, 2t + 1
+                         pack_half2(s[2 * kk][2], s[2 * kk][3]),           // row g + 8
+                         pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),   // row g, keys 8 + 2t, 9 + 2t
+                         pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};  // row g + 8
 #pragma unroll
       for (int j = 0; j < OTILES; ++j) {
         const int base = (j * 8 + g) * LDV + kk * 8 + t;
-        const uint b0 = Vt[base], b1 = Vt[base + 4];
-        ATT_MMA(o[j], p0, p1, p2, p3, b0, b1);
+        const uint b[2] = {Vt[base], Vt[base + 4]};
+        MMA_16x8x16(o[j], p, b);
       }
     }
 #else
     __local uint* Pw = (__local uint*)p_tiles + warp * 16 * LDV;
     for (int j = 0; j < STILES; ++j) {
-      Pw[g * LDV + j * 4 + t] = att_pack_half2(s[j][0], s[j][1]);
-      Pw[(g + 8) * LDV + j * 4 + t] = att_pack_half2(s[j][2], s[j][3]);
+      Pw[g * LDV + j * 4 + t] = pack_half2(s[j][0], s[j][1]);
+      Pw[(g + 8) * LDV + j * 4 + t] = pack_half2(s[j][2], s[j][3]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < PSTEPS; ++kk)
@@ -313,7 +290,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   }
 
   // ---- normalise and store: the lane holds rows a and b at head columns j*8 + 2t, + 1
-#if GEMM_TC_PTX
+#if SDT_PTX
   l_a = quad_sum(l_a);
   l_b = quad_sum(l_b);
 #else
@@ -328,7 +305,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   }
 #endif
   const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
-#if GEMM_TC_PTX
+#if SDT_PTX
 #pragma unroll
 #endif
   for (int j = 0; j < OTILES; ++j) {

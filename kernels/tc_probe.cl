@@ -1,5 +1,5 @@
-// Run-time probes of the PTX that the tensor-core kernels may use beyond mma.sync (built only with
-// GEMM_TC_PTX = 1, on NVIDIA GPUs of compute capability >= 8). The host runs each probe once per device and
+// Run-time probes of the PTX that the tensor-core kernels may use beyond mma.sync (built only with SDT_PTX = 1, on
+// NVIDIA GPUs of compute capability >= 8; LDSM_X4 is the prelude's, kernels/common.cl). The host runs each probe once per device and
 // compares its output with what the instruction is documented to do; a probe that fails to build or gives other
 // values leaves the feature off.
 //
@@ -11,23 +11,6 @@
 #define LDSM_MODE 1
 #endif
 #define LDW 20
-
-#if LDSM_MODE == 1
-#define LDSM_X4(r, p)                                                                           \
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"                 \
-               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])                        \
-               : "r"((uint)(size_t)(p)))
-#else
-inline ulong shared_address(__local const uint* p) {
-  ulong s;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"((ulong)(size_t)p));
-  return s;
-}
-#define LDSM_X4(r, p)                                                                           \
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"                 \
-               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])                        \
-               : "l"(shared_address(p)))
-#endif
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void probe_ldmatrix(__global uint* out) {
   __local uint4 tile4[16 * LDW / 4];

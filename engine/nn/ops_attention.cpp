@@ -5,7 +5,7 @@
 // and the memory used is the output's alone, whatever the sequence length. Wider heads (the VAE's single
 // 512-wide head over H·W/64 tokens) run as blocked GEMMs on kernels/gemm.cl: for a block of query rows,
 // S = Q·Kᵀ, a row softmax, then O = S·V with V transposed once per head; the block is sized so the scores take
-// at most attention_block_budget() bytes (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
+// at most the tuning's attention_block_bytes() (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
 // tiled GEMM runs these wide products faster than a flash kernel whose output tile must stay in registers.
 //
 // With fp16 weights on a device with tensor cores (the choice gemm_tc makes for the linear layers), both go to
@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "nn/ops_internal.hpp"
+#include "runtime/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {
@@ -26,11 +27,11 @@ constexpr std::size_t kSoftmaxThreads = 256;
 void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
                      bool causal, float scale, Tensor& out) {
   const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
-  detail::AttentionConfig config = detail::attention_config(ctx, head_dim);
+  detail::AttentionConfig config = ctx.tuning().attention(head_dim);
   cl_kernel kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   if (const std::size_t limit = detail::kernel_work_group_limit(ctx, kernel);
       limit < static_cast<std::size_t>(config.threads())) {
-    config = detail::attention_fallback_config(head_dim, limit);
+    config = cl::Tuning::attention_fallback(head_dim, limit);
     kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   }
   const int ld = static_cast<int>(q.dim(1));
@@ -46,18 +47,20 @@ void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const T
 // the PTX or the kernel cannot run its work-group here: the caller then runs the fp32 kernel.
 bool attention_flash_tc(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
                         bool causal, float scale, Tensor& out, bool ptx) {
-  if (ptx && detail::tensor_core_ptx_rejected(ctx)) return false;
+  if (ptx && ctx.tuning().ptx_rejected()) return false;
   const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
   const int ld = static_cast<int>(q.dim(1));
-  const detail::AttentionTcConfig config = detail::attention_tc_config(ctx, head_dim, !ptx);
-  const std::string options = config.defines(head_dim) + " -DGEMM_TC_PTX=" + (ptx ? "1" : "0") +
+  const detail::AttentionTcConfig config = ctx.tuning().attention_tc(head_dim, !ptx);
+  const std::string options = config.defines(head_dim) + " -DSDT_PTX=" + (ptx ? "1" : "0") +
                               " -DATT_ALIGN4=" + (head_dim % 4 == 0 && ld % 4 == 0 ? "1" : "0");
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("attention_tc", "attention_tc", options);
   } catch (const Error& e) {
     if (!ptx || e.kind() != ErrorKind::Device) throw;
-    detail::reject_tensor_core_ptx(ctx, e.what());
+    if (!ctx.tuning().ptx_rejected())
+      log::get("engine")->warn("tensor-core kernels did not build, using the fp32 kernels instead: {}", e.what());
+    ctx.tuning().reject_ptx();
     return false;
   }
   if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
@@ -76,7 +79,7 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
   const int width = static_cast<int>(q.dim(1));
   const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
   const int rows = static_cast<int>(
-      std::clamp<std::size_t>(detail::attention_block_budget() / row_bytes, 1, static_cast<std::size_t>(Tq)));
+      std::clamp<std::size_t>(ctx.tuning().attention_block_bytes() / row_bytes, 1, static_cast<std::size_t>(Tq)));
   Tensor scores = empty(ctx, {rows, Tk});   // [rows, Tk]: S, then P in place
   Tensor v_t = empty(ctx, {head_dim, Tk});  // [D, Tk]: one head of V, transposed so P·V reads it as a weight
 
@@ -141,7 +144,7 @@ Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tenso
                          " heads)");
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor out = empty(ctx, q.shape);
-  const detail::TensorCores path = detail::tensor_core_path(ctx, weights == DType::F16);
+  const detail::TensorCores path = ctx.tuning().tensor_core_path(weights == DType::F16);
   if (head_dim > detail::kMaxFlashHeadDim)
     attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out, path != detail::TensorCores::Off);
   else if (path == detail::TensorCores::Off ||

@@ -8,7 +8,6 @@
 #include <chrono>
 
 #include "io/model_files.hpp"
-#include "nn/ops_internal.hpp"
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/stage_timing.hpp"
 #include "runtime/log.hpp"
@@ -378,9 +377,8 @@ const LoadTimings& Engine::load_timings() const {
 bool Engine::tensor_cores() const {
   if (!impl_->ctx_) return false;
   const cl::Context& ctx = *impl_->ctx_;
-  return nn::detail::tensor_core_path(ctx, impl_->options_.weights == WeightStorage::F16) ==
-             nn::detail::TensorCores::Ptx &&
-         !nn::detail::tensor_core_ptx_rejected(ctx);
+  return ctx.tuning().tensor_core_path(impl_->options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx &&
+         !ctx.tuning().ptx_rejected();
 }
 
 std::vector<PngText> Engine::png_metadata(const Request& request, const Result& result, bool tiny_image) const {

@@ -181,9 +181,9 @@ TEST(KernelBench, DISABLED_ReportsThroughputAtSdTurboShapes) {
 // GPU only (the emulated kernels would take hours on a CPU). Each cell: TFLOP/s (mean of kKernelBenchRuns).
 TEST(KernelBench, DISABLED_TensorCoreVariants) {
   auto& ctx = test::kernel_context();
-  if (!nn::detail::device_has_tensor_cores(ctx)) GTEST_SKIP() << "no tensor cores on " << ctx.info().name;
-  using nn::detail::TcConfig;
-  using nn::detail::TensorCoreFeatures;
+  if (!ctx.tuning().device_has_tensor_cores()) GTEST_SKIP() << "no tensor cores on " << ctx.info().name;
+  using cl::TcConfig;
+  using cl::TensorCoreFeatures;
   const TensorCoreFeatures probed = nn::detail::tensor_core_features(ctx, true);
   std::printf("  device: %s; probed features: ldmatrix mode %d, fused split-K %d\n", ctx.info().name.c_str(),
               probed.ldmatrix, probed.fused_splitk ? 1 : 0);
@@ -209,10 +209,9 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
     if (!selected(name)) return;
     std::printf("  %-36s", name.c_str());
     for (const auto& v : variants) {
-      test::TensorCorePathScope path(nn::detail::TensorCores::Ptx, v.tile);
-      nn::detail::set_tensor_core_features_override(v.features);
+      test::TensorCorePathScope path(cl::TensorCores::Ptx, v.tile);
+      test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = v.features; });
       const double ms = time_op(ctx, op);
-      nn::detail::set_tensor_core_features_override(std::nullopt);
       std::printf(" %11.1f", flops / ms * 1e-9);
     }
     std::printf("\n");
@@ -265,7 +264,7 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
   }
 
   // Attention: the fp32 flash kernel against fp16 products in each attention_tc tile (TFLOP/s).
-  using nn::detail::AttentionTcConfig;
+  using cl::AttentionTcConfig;
   const std::vector<std::pair<const char*, std::optional<AttentionTcConfig>>> tiles = {
       {"fp32", std::nullopt},
       {"tc auto", std::nullopt},
@@ -295,10 +294,9 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
         std::printf(" %11s", "-");
         continue;
       }
-      nn::detail::set_attention_tc_override(tiles[i].second);
+      test::TuningScope tile(ctx, [&](cl::TuningOverrides& o) { o.attention_tc = tiles[i].second; });
       const DType weights = i == 0 ? DType::F32 : DType::F16;
       const double ms = time_op(ctx, [&] { nn::attention(ctx, q, k, v, a.heads, a.causal, weights); });
-      nn::detail::set_attention_tc_override(std::nullopt);
       std::printf(" %11.1f", 4.0 * pairs * a.D * a.heads / ms * 1e-9);
     }
     std::printf("\n");

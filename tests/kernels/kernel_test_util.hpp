@@ -47,24 +47,18 @@ void expect_close(cl::Context& ctx, const nn::Tensor& out, const std::vector<flo
 void expect_close(const std::vector<float>& got, const std::vector<float>& expected, double rtol,
                   const std::string& label, double atol = 0);
 
-// Sets a tensor-core path (and optionally a gemm_tc tile configuration) for one scope, then restores the
-// automatic choice.
+// Sets a tensor-core path (nullopt: the automatic choice) and a gemm_tc tile configuration (nullopt: the automatic
+// one) on the kernel tests' context for one scope, then restores what was set before.
 class TensorCorePathScope {
  public:
-  explicit TensorCorePathScope(std::optional<nn::detail::TensorCores> path,
-                               std::optional<nn::detail::TcConfig> config = std::nullopt)
-      : previous_(nn::detail::set_tensor_core_override(path)) {
-    nn::detail::set_tc_config_override(config);
-  }
-  ~TensorCorePathScope() {
-    nn::detail::set_tensor_core_override(previous_);
-    nn::detail::set_tc_config_override(std::nullopt);
-  }
-  TensorCorePathScope(const TensorCorePathScope&) = delete;
-  TensorCorePathScope& operator=(const TensorCorePathScope&) = delete;
+  explicit TensorCorePathScope(std::optional<cl::TensorCores> path, std::optional<cl::TcConfig> config = std::nullopt)
+      : pin_(kernel_context(), [&](cl::TuningOverrides& o) {
+          o.tensor_cores = path;
+          o.tensor_core_tiles = config;
+        }) {}
 
  private:
-  std::optional<nn::detail::TensorCores> previous_;
+  TuningScope pin_;
 };
 
 // Runs `part(begin, end)` for slices of [0, rows) on every core (reference loops at SD-Turbo's shapes).
@@ -73,7 +67,7 @@ void parallel_rows(int rows, const std::function<void(int, int)>& part);
 // Skips the calling test unless the test device runs the inline-PTX tensor-core kernels.
 #define REQUIRE_TENSOR_CORES()                                                                                    \
   do {                                                                                                            \
-    if (!nn::detail::device_has_tensor_cores(test::kernel_context()))                                             \
+    if (!test::kernel_context().tuning().device_has_tensor_cores())                                               \
       GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                             \
                    << " (needs an NVIDIA GPU of compute capability >= 8); the emulated kernels cover the tiling"; \
   } while (0)

@@ -36,10 +36,11 @@ struct Case {
 // Sets the attention_tc tile for one scope.
 class TileScope {
  public:
-  explicit TileScope(std::optional<AttentionTcConfig> config) { nn::detail::set_attention_tc_override(config); }
-  ~TileScope() { nn::detail::set_attention_tc_override(std::nullopt); }
-  TileScope(const TileScope&) = delete;
-  TileScope& operator=(const TileScope&) = delete;
+  explicit TileScope(std::optional<AttentionTcConfig> config)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention_tc = config; }) {}
+
+ private:
+  test::TuningScope pin_;
 };
 
 void check(const Case& c, std::uint32_t seed) {
@@ -139,10 +140,9 @@ TEST(TensorCoreAttentionTiles, EmulatedBlockedProductsMatchFp16ReferenceForWideH
   // scores), so the blocks, their edges and the causal mask across them run with fp16 products too.
   PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
   check({"vae-mid", 64, 64, 1, 512}, 740);
-  nn::detail::set_attention_block_budget(24 * 1024);
+  test::TuningScope budget(test::kernel_context(), [](cl::TuningOverrides& o) { o.attention_block_bytes = 24 * 1024; });
   check({"blocked", 200, 200, 2, 160}, 741);
   check({"blocked-causal", 100, 100, 1, 160, true}, 742);
-  nn::detail::set_attention_block_budget(0);
 }
 
 TEST(TensorCoreAttentionTiles, Fp32ModelsKeepFp32Attention) {

@@ -15,27 +15,50 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
 
 using namespace sdt;
+using cl::GemmMode;
+using cl::TcConfig;
+using cl::TensorCores;
 using nn::Act;
 using nn::DType;
-using nn::detail::TcConfig;
-using nn::detail::TensorCores;
 
 namespace {
 
 constexpr double kRtol = 1e-5;
 
-using PathScope = test::TensorCorePathScope;
+// Sets a tensor-core path (nullopt: the automatic choice) and a tile configuration (nullopt: the automatic one) for
+// one scope, then restores what was set before.
+class PathScope {
+ public:
+  explicit PathScope(std::optional<TensorCores> path, std::optional<TcConfig> config = std::nullopt)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) {
+          o.tensor_cores = path;
+          o.tensor_core_tiles = config;
+        }) {}
+
+ private:
+  test::TuningScope pin_;
+};
 
 std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
   return test::random_floats(n, seed, -bound, bound);
 }
 
-using test::parallel_rows;
+// The reference loops on every core (the SD-Turbo shapes take billions of multiply-adds): `rows` independent
+// output rows computed by `part(begin, end)`.
+template <typename F>
+void parallel_rows(int rows, F&& part) {
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  std::vector<std::thread> pool;
+  const int per = (rows + threads - 1) / threads;
+  for (int begin = 0; begin < rows; begin += per) pool.emplace_back(part, begin, std::min(rows, begin + per));
+  for (auto& t : pool) t.join();
+}
 
 std::vector<float> slice(const std::vector<float>& v, std::size_t begin, std::size_t end) {
   return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -137,22 +160,22 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
 // returns both outputs (they must be the same bits: the same sums in the same order).
 std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, bool conv, bool ptx) {
   auto& ctx = test::kernel_context();
-  nn::detail::set_gemm_split_override(splits);
+  test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
   const auto x_host = uniform(conv ? 40 * 6 * 7 : 77 * 300, 620, 1.0f);
   const nn::Tensor x = conv ? nn::upload(ctx, x_host, {40, 6, 7}) : nn::upload(ctx, x_host, {77, 300});
   const auto w = conv ? test::make_weight(ctx, uniform(33 * 40 * 9, 621, 0.05f), {33, 40, 3, 3}, DType::F16)
                       : test::make_weight(ctx, uniform(130 * 300, 621, 0.05f), {130, 300}, DType::F16);
   const auto b = test::make_weight(ctx, uniform(conv ? 33 : 130, 622, 0.1f), {conv ? 33 : 130}, DType::F16);
   std::vector<float> out[2];
+  const int ldmatrix = nn::detail::tensor_core_features(ctx, ptx).ldmatrix;
   for (bool fused : {true, false}) {
-    const auto previous = nn::detail::tensor_core_features(ctx, ptx);
-    nn::detail::set_tensor_core_features_override(nn::detail::TensorCoreFeatures{previous.ldmatrix, fused});
+    test::TuningScope features(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_core_features = nn::detail::TensorCoreFeatures{ldmatrix, fused};
+    });
     const nn::Tensor y =
         conv ? nn::conv2d(ctx, x, w.tensor, &b.tensor, 1, 1) : nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU);
     out[fused ? 0 : 1] = nn::download(ctx, y);
-    nn::detail::set_tensor_core_features_override(std::nullopt);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
   return {out[0], out[1]};
 }
 
@@ -167,14 +190,14 @@ TEST(TensorCores, ChosenOnlyForFp16WeightsOnCapableDevices) {
   auto& ctx = test::kernel_context();
   PathScope automatic(std::nullopt);
   // fp32 weight storage stays exact fp32 everywhere.
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(false), TensorCores::Off);
   const char* env = std::getenv("SDT_TENSOR_CORES");
   const bool disabled = env && std::string(env) == "0";
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, true),
-            nn::detail::device_has_tensor_cores(ctx) && !disabled ? TensorCores::Ptx : TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(true),
+            ctx.tuning().device_has_tensor_cores() && !disabled ? TensorCores::Ptx : TensorCores::Off);
   // A forced path never applies to fp32 weights either.
   PathScope forced(TensorCores::Emulated);
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(false), TensorCores::Off);
 }
 
 TEST(TensorCores, Fp32WeightsKeepFp32ActivationsOnTheAutomaticPath) {
@@ -252,15 +275,16 @@ TEST(TensorCores, FusedSplitKIsTheReduceKernelsBitForBitOnEveryRun) {
 }
 
 TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
-  // ldmatrix in the mode the probe found (if any), then each mode forced where it builds, and plain loads.
+  // ldmatrix in the mode the probe found, plain loads, and the fused split-K sum, in both tiles.
   REQUIRE_TENSOR_CORES();
   auto& ctx = test::kernel_context();
   const nn::detail::TensorCoreFeatures probed = nn::detail::tensor_core_features(ctx, true);
   std::printf("  probed: ldmatrix mode %d, fused split-K %d\n", probed.ldmatrix, probed.fused_splitk ? 1 : 0);
   EXPECT_NE(probed.ldmatrix, 0) << "ldmatrix should work on a GPU of compute capability >= 8";
   for (const nn::detail::TensorCoreFeatures f :
-       {nn::detail::TensorCoreFeatures{0, false}, nn::detail::TensorCoreFeatures{0, true}, probed}) {
-    nn::detail::set_tensor_core_features_override(f);
+       {nn::detail::TensorCoreFeatures{0, false}, nn::detail::TensorCoreFeatures{0, true},
+        nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
+    test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
     SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
     for (const TcConfig& config : {kBig, kSmall}) {
       PathScope ptx(TensorCores::Ptx, config);
@@ -271,20 +295,18 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
       check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 554);
     }
   }
-  nn::detail::set_tensor_core_features_override(std::nullopt);
 }
 
 TEST(TensorCores, SplittingKGivesTheSameResults) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
   for (int splits : {2, 3, 7, 40}) {
-    nn::detail::set_gemm_split_override(splits);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
     SCOPED_TRACE("splits " + std::to_string(splits));
     check_linear({"split", 77, 300, 130, true, Act::GELU, true}, 540);
     check_conv("split", conv(64, 8, 8, 90, 3, 1, 1), 541, true);
     check_conv("split-1x1", conv(200, 5, 7, 33, 1, 1, 0), 542);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
 }
 
 // ---- the same kernel with the plain-loop stand-in for the PTX, on every device
@@ -310,13 +332,12 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
   PathScope emulated(TensorCores::Emulated, kSmall);
   for (int splits : {3, 40}) {
-    nn::detail::set_gemm_split_override(splits);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
     SCOPED_TRACE("splits " + std::to_string(splits));
     check_linear({"split", 77, 300, 130, true, Act::SiLU, true}, 610);
     check_linear({"split-fp32-bias", 20, 200, 24, true, Act::None, false}, 611, DType::F32);
     check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 612, true);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
 }
 
 TEST(TensorCoreTiles, FusedSplitKSumIsTheReduceKernelsBitForBit) {
@@ -338,9 +359,9 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   // tiles alone fill the device twice over.
   PathScope automatic(std::nullopt);
   const int units = static_cast<int>(ctx.info().compute_units);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 256, 1280), kBig);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 64, 1280), kSmall);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 512 * 512, 3), kSmall);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 2 * units * 128, 128), kBig);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 128, 128), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 256, 1280), kBig);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall);
 }
