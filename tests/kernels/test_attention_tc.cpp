@@ -114,10 +114,11 @@ TEST(TensorCoreAttention, MatchesFp16ReferenceAtOddShapesInEveryTile) {
 // ---- the same kernels with their plain-loop stand-in for the PTX, on every device
 
 TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
-  // (Each head width and tile is a PoCL build of seconds: SD's 64 in both tiles, then 40, 96 and an unaligned 18.)
+  // (Each head width and tile is a PoCL build of seconds to minutes: SD's 64 in two tiles, then 40 and an unaligned
+  // 18 in the default one; 64 keys per step and 96-wide heads run on the GPU's test above.)
   PathScope emulated(TensorCores::Emulated);
   {
-    TileScope tile(kWide);
+    TileScope tile(kDefault);
     check({"clip", 77, 77, 16, 64, true, 4.0f}, 720);
     check({"self", 130, 130, 2, 64}, 721);
     check({"cross", 100, 77, 3, 64}, 722);
@@ -131,7 +132,6 @@ TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
     check({"narrow-odd", 13, 37, 3, 64}, 727);
   }
   check({"sd1-head-40", 130, 67, 2, 40}, 728);
-  check({"padded-96", 50, 30, 2, 96}, 729);
   check({"unaligned-18", 21, 19, 3, 18, true}, 730);
 }
 
