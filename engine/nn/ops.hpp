@@ -90,15 +90,16 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x);
 class NonFiniteCounts {
  public:
   NonFiniteCounts(cl::Context& ctx, int capacity);
-  int add(const Tensor& x);        // returns the slot
-  cl::EventHandle enqueue_read();  // the copy's event
-  const std::vector<std::int32_t>& counts() const { return counts_; }
+  int add(const Tensor& x);  // returns the slot
+  cl::Context::PendingRead enqueue_read();
+  // The count of slot `slot` from the read (valid once the queue has passed it).
+  static std::int32_t count(const cl::Context::PendingRead& read, int slot);
 
  private:
   cl::Context& ctx_;
   cl::Buffer device_;
   int used_ = 0;
-  std::vector<std::int32_t> counts_;
+  int capacity_ = 0;
 };
 // NaN and Inf values in each weight of `index` whose name starts with one of `prefixes`: the names and counts of
 // those that hold any, in the index's order. One kernel per weight and a single read-back (an error path).

@@ -6,6 +6,7 @@
 // the next call).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "io/model_files.hpp"
 #include "pipeline/engine_impl.hpp"
@@ -229,18 +230,18 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     // work, so one wait under the watchdog covers the whole generation: no host round trip between the last
     // kernel and the image, and no device idle while the host checks.
     ctx.set_stage("checks");
-    std::vector<cl::EventHandle> reads;
+    std::vector<cl::Context::PendingRead> reads;  // counts, then the images, then the latents
     nn::NonFiniteCounts counts(ctx, 4);
     const int text_slot = out.text_cache_hit ? -1 : counts.add(*out.text_hidden);
     const int latents_slot = counts.add(out.latents);
     const int vae_slot = out.image_vae.defined() ? counts.add(out.image_vae) : -1;
     const int taesd_slot = out.image_taesd.defined() ? counts.add(out.image_taesd) : -1;
     reads.push_back(counts.enqueue_read());
+    const std::size_t rgb_bytes = static_cast<std::size_t>(W) * H * 3;
+    std::vector<std::pair<Image*, std::size_t>> images;  // image, index of its read
     auto read_image = [&](const cl::Buffer& buffer, Image& image) {
-      image.width = W;
-      image.height = H;
-      image.rgb.resize(static_cast<std::size_t>(W) * H * 3);
-      reads.push_back(ctx.read_async(buffer, image.rgb.data(), image.rgb.size()));
+      images.emplace_back(&image, reads.size());
+      reads.push_back(ctx.read_async(buffer, rgb_bytes));
     };
     if (request.decoder == Decoder::Tiny) {
       read_image(rgb_taesd, result.image);
@@ -248,14 +249,21 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       read_image(rgb_vae, result.image);
       if (request.decoder == Decoder::Both) read_image(rgb_taesd, result.image_tiny);
     }
-    result.latents.resize(static_cast<std::size_t>(out.latents.numel()));
-    reads.push_back(ctx.read_async(out.latents.buffer, result.latents.data(), result.latents.size() * sizeof(float)));
+    const std::size_t latents_read = reads.size();
+    reads.push_back(ctx.read_async(out.latents.buffer, static_cast<std::size_t>(out.latents.numel()) * sizeof(float)));
     ctx.finish();
-    for (const auto& read : reads) result.timings.readback_ms += cl::Context::device_ms(read.get());
+    for (const auto& read : reads) result.timings.readback_ms += cl::Context::device_ms(read.event.get());
+    for (auto& [image, index] : images) {
+      image->width = W;
+      image->height = H;
+      image->rgb.assign(reads[index].bytes->begin(), reads[index].bytes->end());
+    }
+    result.latents.resize(static_cast<std::size_t>(out.latents.numel()));
+    std::memcpy(result.latents.data(), reads[latents_read].bytes->data(), reads[latents_read].bytes->size());
 
     // Earliest stage first, so the message names where it started.
     const nn::WeightIndex& weights = pipeline_->models().weights;
-    auto bad = [&](int slot) -> std::int64_t { return slot < 0 ? 0 : counts.counts()[slot]; };
+    auto bad = [&](int slot) -> std::int64_t { return slot < 0 ? 0 : nn::NonFiniteCounts::count(reads[0], slot); };
     if (bad(text_slot)) {
       pipeline_->prompt_cache().clear();  // never reuse a broken embedding
       fail_non_finite(ctx, bad(text_slot), *out.text_hidden, "the text encoder", "the prompt embedding", weights,

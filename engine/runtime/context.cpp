@@ -219,11 +219,24 @@ void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::siz
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
 }
 
-EventHandle Context::read_async(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
+namespace {
+void CL_CALLBACK release_read(cl_event, cl_int, void* user) {
+  delete static_cast<std::shared_ptr<std::vector<unsigned char>>*>(user);
+}
+}  // namespace
+
+Context::PendingRead Context::read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset) {
+  PendingRead read{std::make_shared<std::vector<unsigned char>>(bytes), {}};
   cl_event event = nullptr;
-  check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_FALSE, offset, bytes, data, 0, nullptr, &event),
-        "clEnqueueReadBuffer", std::to_string(bytes) + " bytes (queued)");
-  return EventHandle(event);
+  check(
+      clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_FALSE, offset, bytes, read.bytes->data(), 0, nullptr, &event),
+      "clEnqueueReadBuffer", std::to_string(bytes) + " bytes (queued)");
+  read.event = EventHandle(event);
+  // The copy keeps its memory until it completes; without a callback the memory is kept for good (a small leak
+  // on a driver that refuses callbacks, never a write into freed memory).
+  auto* keep = new std::shared_ptr<std::vector<unsigned char>>(read.bytes);
+  if (clSetEventCallback(event, CL_COMPLETE, release_read, keep) != CL_SUCCESS) (void)keep;
+  return read;
 }
 
 double Context::device_ms(cl_event event) {

@@ -124,9 +124,14 @@ class Context {
   void write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset = 0);
   // Blocking device → host copy; this is a synchronisation point.
   void read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
-  // The same copy queued behind the work already enqueued, without waiting: `data` must stay valid (and the
-  // buffer alive) until the queue has passed it (finish()). Returns its event (device_ms() gives its duration).
-  EventHandle read_async(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
+  // The same copy queued behind the work already enqueued, without waiting, into host memory the copy owns until
+  // it has completed: a queue abandoned after a failure may still run it later, after the caller gave up on it.
+  // Its bytes are valid once the queue has passed it (finish()); device_ms(event) gives its duration.
+  struct PendingRead {
+    std::shared_ptr<std::vector<unsigned char>> bytes;
+    EventHandle event;
+  };
+  PendingRead read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset = 0);
   // The device time of a completed command's event (profiling), 0 when the driver gives none.
   static double device_ms(cl_event event);
   // Frees every pooled buffer not in use (after an out-of-memory error, or to give memory back).
