@@ -189,4 +189,12 @@ QString format_bytes(qint64 bytes) {
   return QStringLiteral("%1 %2").arg(value, 0, 'f', value < 10 ? 1 : 0).arg(QLatin1String(kUnits[unit]));
 }
 
+QString format_duration(double seconds) {
+  if (seconds < 0) return {};
+  const auto s = static_cast<qint64>(seconds + 0.5);
+  if (s < 90) return QStringLiteral("%1 s").arg(s);
+  if (s < 5400) return QStringLiteral("%1 min").arg((s + 30) / 60);
+  return QStringLiteral("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
+}
+
 }  // namespace sdt::ui

@@ -59,5 +59,7 @@ Catalog parse_catalog(const QByteArray& json, QString* error);
 
 // "2.6 GB": decimal units, as the hub and file managers show sizes.
 QString format_bytes(qint64 bytes);
+// "12 s", "4 min", "2 h 5 min": time left, as people say it ("" for a negative, unknown time).
+QString format_duration(double seconds);
 
 }  // namespace sdt::ui

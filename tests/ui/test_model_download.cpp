@@ -13,7 +13,7 @@
 #include <QtTest>
 #include <functional>
 
-#include "fake_hub.hpp"
+#include "download_fixture.hpp"
 #include "faults.hpp"
 #include "sdt/engine.hpp"
 #include "test_common.hpp"
@@ -26,31 +26,12 @@ using sdt::test::FakeHub;
 
 namespace {
 
-constexpr int kDownloadTimeoutMs = 60000;  // 36 MB over the loopback; retries wait 50 ms here
+constexpr int kDownloadTimeoutMs = 60000;  // 38 MB over the loopback; retries wait 50 ms here
 constexpr int kStallMs = 1500;
 
-// The fixture file served under each of the catalog's names (fp16 variant names: the engine takes them).
-QString fixture_source(const QString& repo, const QString& path) {
-  const QString tiny = QString::fromStdString(sdt::test::tiny_fixture_dir().string());
-  if (repo == QLatin1String("madebyollin/taesd")) return tiny + QStringLiteral("/taesd/") + path;
-  QString source = path;
-  source.replace(QStringLiteral(".fp16.safetensors"), QStringLiteral(".safetensors"));
-  return tiny + QStringLiteral("/model/") + source;
-}
-
-QByteArray read_all(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-// Every file under `folder`, relative.
-QStringList files_under(const QString& folder) {
-  QStringList out;
-  QDirIterator it(folder, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
-  while (it.hasNext()) out << QDir(folder).relativeFilePath(it.next());
-  out.sort();
-  return out;
-}
+using sdt::test::files_under;
+using sdt::test::fixture_source;
+using sdt::test::read_all;
 
 struct Outcome {
   ModelDownload::State state = ModelDownload::State::Idle;
@@ -65,25 +46,8 @@ class ModelDownloadTest : public QObject {
   QTemporaryDir root_;
   int counter_ = 0;
 
-  // The app's catalog, with the one sum we ship replaced by the fixture's (the fixture TAESD is not the real one).
-  Catalog fixture_catalog() const {
-    Catalog catalog = sd_turbo_catalog();
-    for (CatalogRepo& repo : catalog)
-      for (CatalogFile& file : repo.files)
-        if (!file.sha256.isEmpty()) file.sha256 = FakeHub::sha256_of(read_all(fixture_source(repo.repo_id, file.path)));
-    return catalog;
-  }
-
-  // A hub holding the fixture under the catalog's names and revisions.
-  void serve(FakeHub& hub, const Catalog& catalog) {
-    for (const CatalogRepo& repo : catalog) {
-      hub.repos[repo.repo_id].commit = repo.revision;
-      for (const CatalogFile& file : repo.files)
-        QVERIFY(hub.add_file(repo.repo_id, file.path, fixture_source(repo.repo_id, file.path),
-                             file.path.endsWith(QLatin1String(".safetensors"))));
-    }
-    QVERIFY(hub.listen());
-  }
+  static Catalog fixture_catalog() { return sdt::test::fixture_catalog(); }
+  static void serve(FakeHub& hub, const Catalog& catalog) { QVERIFY(sdt::test::serve(hub, catalog)); }
 
   QString fresh_models_dir() { return root_.filePath(QStringLiteral("models-%1").arg(++counter_)); }
 
