@@ -81,6 +81,26 @@ PrefixHash hash_file_prefix(const QString& path, qint64 bytes, DigestKind kind, 
   return out;
 }
 
+QString check_digests(Hashes& hashes, const QString& etag, const QString& ours) {
+  const QString sha256 = hashes.sha256_hex();
+  QString expected, actual, whose;
+  switch (digest_kind(etag)) {
+    case DigestKind::Sha256:
+      if (sha256 != etag) expected = etag, actual = sha256, whose = QStringLiteral("the SHA-256 the hub announces");
+      break;
+    case DigestKind::GitBlobSha1:
+      if (hashes.git_sha1_hex() != etag)
+        expected = etag, actual = hashes.git_sha1_hex(), whose = QStringLiteral("the git id the hub announces");
+      break;
+    case DigestKind::None:
+      break;
+  }
+  if (expected.isEmpty() && !ours.isEmpty() && sha256 != ours)
+    expected = ours, actual = sha256, whose = QStringLiteral("the SHA-256 SD-Turbo Studio ships for this revision");
+  if (expected.isEmpty()) return {};
+  return QStringLiteral("its checksum is %1, not %2 (%3)").arg(actual, expected, whose);
+}
+
 QString final_folder(const QString& models_dir, const CatalogRepo& repo) {
   return QDir(models_dir).filePath(repo.folder);
 }
@@ -91,6 +111,21 @@ QString staging_folder(const QString& models_dir, const CatalogRepo& repo) {
 
 QString revision_file(const QString& staging) {
   return QDir(staging).filePath(QStringLiteral(".revision"));
+}
+
+bool prepare_staging(const QString& staging, const QString& commit, QString* error) {
+  QFile revision(revision_file(staging));
+  QString recorded;
+  if (revision.open(QIODevice::ReadOnly)) recorded = QString::fromLatin1(revision.read(64)).trimmed();
+  revision.close();
+  if (QFileInfo::exists(staging) && recorded != commit) QDir(staging).removeRecursively();
+  if (!QDir().mkpath(staging) || !revision.open(QIODevice::WriteOnly) || revision.write(commit.toLatin1() + '\n') < 0) {
+    if (error)
+      *error = QStringLiteral("cannot write into %1 (%2); choose another models folder")
+                   .arg(QDir::toNativeSeparators(staging), revision.errorString());
+    return false;
+  }
+  return true;
 }
 
 QString partial_path(const QString& staging, const QString& file, const QString& etag) {

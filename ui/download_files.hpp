@@ -55,9 +55,16 @@ struct PrefixHash {
 PrefixHash hash_file_prefix(const QString& path, qint64 bytes, DigestKind kind, qint64 size,
                             std::shared_ptr<std::atomic<bool>> cancel);
 
+// "" when the content hashed matches the announced ETag (a SHA-256 or a git blob id) and `ours` (a SHA-256, when we
+// ship one); else which sum differs: "its checksum is X, not Y (the SHA-256 the hub announces)".
+QString check_digests(Hashes& hashes, const QString& etag, const QString& ours);
+
 QString final_folder(const QString& models_dir, const CatalogRepo& repo);
 QString staging_folder(const QString& models_dir, const CatalogRepo& repo);
 QString revision_file(const QString& staging);
+// Makes `staging` the folder of a download of `commit`: one left by another revision (or by anything else under
+// that name) is emptied first, since none of it can be trusted. false with `error` when it cannot be written.
+bool prepare_staging(const QString& staging, const QString& commit, QString* error);
 // "<staging>/<file>.<first 16 name characters of the etag>.part"
 QString partial_path(const QString& staging, const QString& file, const QString& etag);
 // Removes the partials of `file` in `staging` other than `keep` (left by a download of another version).

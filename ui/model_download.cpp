@@ -2,81 +2,30 @@
 // first (so sizes, sums and free space are known before writing), then the bodies, file after file.
 #include "ui/model_download.hpp"
 
-#include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
 #include <QNetworkProxyFactory>
 #include <QRegularExpression>
 #include <QtConcurrent>
 
+#include "ui/hub_http.hpp"
 #include "ui/logging.hpp"
 
 namespace sdt::ui {
 
 namespace {
 
-constexpr char kDefaultEndpoint[] = "https://huggingface.co";
 // A file this large must come with a SHA-256 (the hub's or ours); the small configs are checked by their git id.
 constexpr qint64 kNeedsSha256From = 16 * kMiB;
 
-int status_of(const QNetworkReply* reply) {
-  return reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-}
-
-bool is_redirect(int status) {
-  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
-QString origin_of(const QUrl& url) {
-  return url.scheme().toLower() + QStringLiteral("://") + url.host().toLower() + QLatin1Char(':') +
-         QString::number(url.port(url.scheme().toLower() == QLatin1String("https") ? 443 : 80));
-}
-
-// A header value as an integer ≥ 0, or -1.
-qint64 header_size(const QNetworkReply* reply, const char* name) {
-  const QByteArray text = reply->rawHeader(name).trimmed();
-  static const QRegularExpression digits(QStringLiteral("^[0-9]{1,19}$"));
-  if (!digits.match(QString::fromLatin1(text)).hasMatch()) return -1;
-  bool ok = false;
-  const qint64 value = text.toLongLong(&ok);
-  return ok ? value : -1;
-}
-
-bool retryable(QNetworkReply::NetworkError error) {
-  switch (error) {
-    case QNetworkReply::RemoteHostClosedError:
-    case QNetworkReply::TimeoutError:
-    case QNetworkReply::TemporaryNetworkFailureError:
-    case QNetworkReply::NetworkSessionFailedError:
-    case QNetworkReply::ConnectionRefusedError:
-    case QNetworkReply::HostNotFoundError:
-    case QNetworkReply::UnknownNetworkError:
-    case QNetworkReply::ProxyConnectionClosedError:
-    case QNetworkReply::ProxyTimeoutError:
-    case QNetworkReply::InternalServerError:
-    case QNetworkReply::ServiceUnavailableError:
-    case QNetworkReply::UnknownServerError:
-    case QNetworkReply::UnknownContentError:  // e.g. 429 Too Many Requests
-      return true;
-    default:
-      return false;
-  }
-}
+using hub::is_redirect;
+using hub::origin_of;
+using hub::status_of;
 
 }  // namespace
 
 QString ModelDownload::environment_endpoint(QString* error) {
-  QString text = qEnvironmentVariable("HF_ENDPOINT").trimmed();
-  if (text.isEmpty()) text = QString::fromLatin1(kDefaultEndpoint);
-  while (text.endsWith(QLatin1Char('/'))) text.chop(1);
-  const QUrl url(text, QUrl::StrictMode);
-  const QString scheme = url.scheme().toLower();
-  if (!url.isValid() || (scheme != QLatin1String("https") && scheme != QLatin1String("http")) || url.host().isEmpty() ||
-      url.hasQuery() || url.hasFragment() || !url.userInfo().isEmpty()) {
-    if (error) *error = QStringLiteral("HF_ENDPOINT is not an http(s) address of a hub: '%1'").arg(text.left(200));
-    return {};
-  }
-  return url.toString();
+  return hub::environment_endpoint(error);
 }
 
 ModelDownload::ModelDownload(Catalog catalog, Options options, QObject* parent)
@@ -239,16 +188,8 @@ void ModelDownload::succeed() {
 // ---- requests ----
 
 void ModelDownload::send(const QUrl& url, bool head, int hops) {
-  QNetworkRequest request(url);
-  request.setAttribute(QNetworkRequest::RedirectPolicyAttribute, QNetworkRequest::ManualRedirectPolicy);
-  request.setAttribute(QNetworkRequest::CacheLoadControlAttribute, QNetworkRequest::AlwaysNetwork);
-  request.setRawHeader("User-Agent", "sdturbo/" + QCoreApplication::applicationVersion().toLatin1());
-  // The real size, not a compressed one: Qt then leaves the body as it comes.
-  request.setRawHeader("Accept-Encoding", "identity");
-  if (!token_.isEmpty() && origin_of(url) == origin_of(endpoint_))
-    request.setRawHeader("Authorization", "Bearer " + token_.toLatin1());
   const FileJob& job = files_[index_];
-  if (!head && job.have > 0) request.setRawHeader("Range", "bytes=" + QByteArray::number(job.have) + "-");
+  const QNetworkRequest request = hub::make_request(url, endpoint_, token_, head ? 0 : job.have);
   hops_ = hops;
   accepted_ = false;
   abort_ = Abort::None;
@@ -267,71 +208,14 @@ void ModelDownload::send(const QUrl& url, bool head, int hops) {
 }
 
 bool ModelDownload::follow_redirect(QNetworkReply* reply, QUrl* target, QString* error) {
-  const QByteArray location = reply->rawHeader("Location");
-  const QUrl next = reply->url().resolved(QUrl::fromEncoded(location, QUrl::StrictMode));
-  const QString scheme = next.scheme().toLower();
-  if (location.isEmpty() || !next.isValid() || next.host().isEmpty() ||
-      (scheme != QLatin1String("https") && scheme != QLatin1String("http"))) {
-    *error = tr("the server redirected %1 to '%2', which is not an http(s) address; refused")
-                 .arg(files_[index_].file.path, QString::fromLatin1(location.left(200)));
-    return false;
-  }
-  if (reply->url().scheme().toLower() == QLatin1String("https") && scheme == QLatin1String("http")) {
-    *error = tr("the server redirected %1 from https to plain http (%2); refused")
-                 .arg(files_[index_].file.path, next.host());
-    return false;
-  }
-  if (hops_ + 1 > kMaxRedirects) {
-    *error =
-        tr("the server redirected %1 more than %2 times; refused").arg(files_[index_].file.path).arg(kMaxRedirects);
-    return false;
-  }
-  *target = next;
-  return true;
+  return hub::redirect_target(reply, hops_, files_[index_].file.path, target, error);
 }
 
 QString ModelDownload::describe_failure(QNetworkReply* reply, const FileJob& job) const {
   const CatalogRepo& repo = catalog_[job.repo];
-  const QString what = QStringLiteral("%1 (%2)").arg(job.file.path, repo.repo_id);
-  const int status = status_of(reply);
-  const QString host = reply->url().host();
-  switch (status) {
-    case 401:
-      return token_.isEmpty()
-                 ? tr("%1 refused access to %2 (401 Unauthorized): the repository asks for a Hugging Face token. "
-                      "Create one at huggingface.co/settings/tokens, set it in the HF_TOKEN environment variable and "
-                      "start the download again.")
-                       .arg(host, what)
-                 : tr("%1 did not accept the token in HF_TOKEN for %2 (401 Unauthorized): check that it is valid.")
-                       .arg(host, what);
-    case 403:
-      if (origin_of(reply->url()) != origin_of(endpoint_))  // the CDN's signed link: valid for a while only
-        return tr("the download link for %1 expired (403 from %2); start the download again: it goes on from where "
-                  "it stopped.")
-            .arg(what, host);
-      return tr("%1 denied access to %2 (403 Forbidden). If the model asks you to accept its license, accept it on its "
-                "Hugging Face page with your account and set your token in HF_TOKEN.")
-          .arg(host, what);
-    case 404:
-      return tr("%1 has no %2 at revision %3 (404 Not Found). If HF_ENDPOINT points to a mirror, it may not hold "
-                "this revision.")
-          .arg(host, what, commits_.value(job.repo).isEmpty() ? repo.revision : commits_[job.repo]);
-    default:
-      break;
-  }
-  if (status >= 400) return tr("%1 answered HTTP %2 for %3").arg(host).arg(status).arg(what);
-  const QNetworkReply::NetworkError error = reply->error();
-  if (error == QNetworkReply::HostNotFoundError || error == QNetworkReply::ConnectionRefusedError ||
-      error == QNetworkReply::NetworkSessionFailedError || error == QNetworkReply::TemporaryNetworkFailureError)
-    return tr("%1 cannot be reached (%2). Check the network connection, and the proxy if one is needed.")
-        .arg(host, reply->errorString());
-  if (error >= QNetworkReply::ProxyConnectionRefusedError && error <= QNetworkReply::ProxyTimeoutError)
-    return tr("the proxy failed for %1 (%2). Check the system's proxy settings.").arg(host, reply->errorString());
-  if (error == QNetworkReply::SslHandshakeFailedError)
-    return tr("the secure connection to %1 failed (%2). Certificate checks stay on: check the system clock, and "
-              "that no program intercepts HTTPS.")
-        .arg(host, reply->errorString());
-  return tr("%1 failed for %2: %3").arg(host, what, reply->errorString());
+  return hub::describe_failure(reply, job.file.path, repo.repo_id,
+                               commits_.value(job.repo).isEmpty() ? repo.revision : commits_[job.repo], endpoint_,
+                               !token_.isEmpty() && origin_of(reply->url()) == origin_of(endpoint_));
 }
 
 void ModelDownload::retry_or_fail(const QString& reason, bool body) {
@@ -382,8 +266,7 @@ void ModelDownload::on_metadata(QNetworkReply* reply) {
   } else if (status >= 200 && status < 300 && reply->error() == QNetworkReply::NoError) {
     if (!take_metadata(job, reply, reply->url())) return;
   } else {
-    if (status == 0 && retryable(reply->error())) return retry_or_fail(describe_failure(reply, job), false);
-    if ((status == 429 || status >= 500) && status < 600) return retry_or_fail(describe_failure(reply, job), false);
+    if (hub::worth_retrying(reply)) return retry_or_fail(describe_failure(reply, job), false);
     return fail(describe_failure(reply, job));
   }
   failed_tries_ = 0;
@@ -423,8 +306,8 @@ bool ModelDownload::take_metadata(FileJob& job, QNetworkReply* reply, const QUrl
   }
   job.etag = download::normalize_etag(QString::fromLatin1(
       reply->hasRawHeader("X-Linked-Etag") ? reply->rawHeader("X-Linked-Etag") : reply->rawHeader("ETag")));
-  qint64 size = header_size(reply, "X-Linked-Size");
-  if (size < 0 && !is_redirect(status_of(reply))) size = header_size(reply, "Content-Length");
+  qint64 size = hub::header_size(reply, "X-Linked-Size");
+  if (size < 0 && !is_redirect(status_of(reply))) size = hub::header_size(reply, "Content-Length");
   if (size < 0) {
     fail(tr("%1 did not say how large %2 is; refused").arg(host, job.file.path));
     return false;
@@ -456,23 +339,8 @@ bool ModelDownload::take_metadata(FileJob& job, QNetworkReply* reply, const QUrl
 void ModelDownload::prepare_files() {
   for (int r = 0; r < catalog_.size(); ++r) {
     if (repo_done_[r]) continue;
-    const QString folder = staging(r);
-    QFile revision(download::revision_file(folder));
-    QString recorded;
-    if (revision.open(QIODevice::ReadOnly)) recorded = QString::fromLatin1(revision.read(64)).trimmed();
-    revision.close();
-    if (QFileInfo::exists(folder) && recorded != commits_[r]) {
-      // Left by a download of another revision (or by something else under our name): none of it can be trusted.
-      ui_log()->info("removing {}: it holds revision '{}', this download is {}", folder.toStdString(),
-                     recorded.toStdString(), commits_[r].toStdString());
-      QDir(folder).removeRecursively();
-    }
-    if (!QDir().mkpath(folder) || !revision.open(QIODevice::WriteOnly) ||
-        revision.write(commits_[r].toLatin1() + '\n') < 0) {
-      return fail(tr("cannot write into %1 (%2); choose another models folder")
-                      .arg(QDir::toNativeSeparators(folder), revision.errorString()));
-    }
-    revision.close();
+    QString error;
+    if (!download::prepare_staging(staging(r), commits_[r], &error)) return fail(error);
   }
   qint64 needed = 0;
   for (FileJob& job : files_) {
@@ -569,7 +437,7 @@ void ModelDownload::on_body_headers(QNetworkReply* reply) {
                     tr("the server sent the range '%1' of %2 where '%3' was asked for")
                         .arg(QString::fromLatin1(range.left(80)), job.file.path, QString::fromLatin1(expected)));
   } else {
-    const qint64 length = header_size(reply, "Content-Length");
+    const qint64 length = hub::header_size(reply, "Content-Length");
     if (length >= 0 && length != job.size)
       return refuse(Abort::Protocol, tr("the server sends %1 bytes for %2, which was announced with %3")
                                          .arg(length)
@@ -654,8 +522,7 @@ void ModelDownload::on_body_finished(QNetworkReply* reply) {
       restart_file();
       return retry_or_fail(tr("the server refused to resume %1").arg(job.file.path), true);
     }
-    if ((status == 0 && retryable(reply->error())) || status == 429 || (status >= 500 && status < 600))
-      return retry_or_fail(describe_failure(reply, job), true);
+    if (hub::worth_retrying(reply)) return retry_or_fail(describe_failure(reply, job), true);
     return fail(describe_failure(reply, job));
   }
   if (reply->error() != QNetworkReply::NoError || job.have < job.size) {
@@ -675,20 +542,12 @@ void ModelDownload::verify_file() {
   const CatalogRepo& repo = catalog_[job.repo];
   const QString sha256 = hashes_->sha256_hex();
   const download::DigestKind kind = download::digest_kind(job.etag);
-  QString expected, actual, whose;
-  if (kind == download::DigestKind::Sha256 && sha256 != job.etag) {
-    expected = job.etag, actual = sha256, whose = tr("the SHA-256 the hub announces");
-  } else if (kind == download::DigestKind::GitBlobSha1 && hashes_->git_sha1_hex() != job.etag) {
-    expected = job.etag, actual = hashes_->git_sha1_hex(), whose = tr("the git id the hub announces");
-  } else if (!job.file.sha256.isEmpty() && sha256 != job.file.sha256) {
-    expected = job.file.sha256, actual = sha256, whose = tr("the SHA-256 SD-Turbo Studio ships for this revision");
-  }
-  if (!expected.isEmpty()) {
+  if (const QString mismatch = download::check_digests(*hashes_, job.etag, job.file.sha256); !mismatch.isEmpty()) {
     QFile::remove(job.part);
     job.have = 0;
-    return fail(tr("%1 of %2 arrived damaged: its checksum is %3, not %4 (%5). The damaged file was deleted; start "
-                   "the download again. If this repeats, something on the way (a proxy, a mirror) changes the file.")
-                    .arg(job.file.path, repo.repo_id, actual, expected, whose));
+    return fail(tr("%1 of %2 arrived damaged: %3. The damaged file was deleted; start the download again. If this "
+                   "repeats, something on the way (a proxy, a mirror) changes the file.")
+                    .arg(job.file.path, repo.repo_id, mismatch));
   }
   if (kind == download::DigestKind::None && job.file.sha256.isEmpty())
     ui_log()->warn("{} has no checksum to verify (ETag '{}'); its size is right", job.file.path.toStdString(),

@@ -15,7 +15,7 @@
 //     small files) and only then takes its name. A mismatch deletes the file and says so.
 //  4. When all files of a repository are there, the staging folder is renamed to the model folder at once.
 //
-// Untrusted network: redirects only to http(s), at most kMaxRedirects, never from https to http; the token
+// Untrusted network: redirects only to http(s), at most 5 (hub_http.hpp), never from https to http; the token
 // (HF_TOKEN) goes only to the endpoint's origin, never to a CDN; TLS errors are errors; the system proxy is used.
 // Everything written is a catalog path under the models folder (download_files.hpp).
 //
@@ -59,8 +59,6 @@ struct DownloadProgress {
 class ModelDownload : public QObject {
   Q_OBJECT
  public:
-  static constexpr int kMaxRedirects = 5;
-
   struct Options {
     QString models_dir;                    // required
     QString endpoint;                      // "": $HF_ENDPOINT, else https://huggingface.co
