@@ -57,7 +57,7 @@ asan_suite() {
 tsan_suite() {
   cmake --preset tsan >/dev/null &&
     cmake --build build/tsan -j "$jobs" --target sdt_ui_test_main_window sdt_ui_test_gallery sdt_ui_test_ui_units \
-      sdt_ui_test_reliability &&
+      sdt_ui_test_reliability sdt_ui_test_model_download sdt_ui_test_download_app sdturbo &&
     QT_QPA_PLATFORM=offscreen TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/ui/tsan.supp" \
       ctest --test-dir build/tsan --output-on-failure -L '^ui$' --timeout 900
 }

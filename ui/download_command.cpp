@@ -62,8 +62,9 @@ int run_download_command(QCoreApplication& app) {
 #ifdef _WIN32
   // The app is a GUI program: it has a console only when started from one. Borrow it for the progress lines.
   if (AttachConsole(ATTACH_PARENT_PROCESS)) {
-    std::freopen("CONOUT$", "w", stdout);
-    std::freopen("CONOUT$", "w", stderr);
+    FILE* reopened = nullptr;
+    freopen_s(&reopened, "CONOUT$", "w", stdout);
+    freopen_s(&reopened, "CONOUT$", "w", stderr);
     SetConsoleOutputCP(CP_UTF8);
   }
 #endif

@@ -6,17 +6,19 @@
 #include <QFileInfo>
 #include <QNetworkProxyFactory>
 #include <QRegularExpression>
-#include <QtConcurrent>
+#include <QThreadPool>
 
 #include "ui/hub_http.hpp"
 #include "ui/logging.hpp"
+#include "ui/thread_handoff.hpp"
 
 namespace sdt::ui {
 
 namespace {
 
-// A file this large must come with a SHA-256 (the hub's or ours); the small configs are checked by their git id.
-constexpr qint64 kNeedsSha256From = 16 * kMiB;
+// A file this large must come with a SHA-256 (the hub's or ours): a model's weights are in LFS, whose ETag is their
+// SHA-256. The configs and the tokenizer (vocab.json is 0.9 MiB) are kept in git and checked by their git blob id.
+constexpr qint64 kNeedsSha256From = 2 * kMiB;
 
 using hub::is_redirect;
 using hub::origin_of;
@@ -45,29 +47,28 @@ ModelDownload::ModelDownload(Catalog catalog, Options options, QObject* parent)
     if (state_ != State::Running) return;
     retry_body_ ? request_body() : request_metadata();
   });
-  connect(&hash_watcher_, &QFutureWatcher<download::PrefixHash>::finished, this, [this] {
-    if (state_ != State::Running) return;
-    download::PrefixHash result = hash_watcher_.result();
-    if (result.cancelled) return;
-    FileJob& job = files_[index_];
-    if (!result.hashes) {
-      // Unreadable partial: start the file over rather than trust bytes that cannot be checked.
-      ui_log()->warn("the partial file {} cannot be read ({}); starting that file over", job.part.toStdString(),
-                     result.error.toStdString());
-      close_part();
-      QFile::remove(job.part);
-      job.have = 0;
-      begin_file();
-      return;
-    }
-    hashes_ = std::move(result.hashes);
-    request_body();
-  });
+}
+
+void ModelDownload::on_prefix_hashed(int generation, download::PrefixHash result) {
+  if (generation != hash_generation_ || state_ != State::Running || result.cancelled) return;
+  FileJob& job = files_[index_];
+  if (!result.hashes) {
+    // Unreadable partial: start the file over rather than trust bytes that cannot be checked.
+    ui_log()->warn("the partial file {} cannot be read ({}); starting that file over", job.part.toStdString(),
+                   result.error.toStdString());
+    close_part();
+    QFile::remove(job.part);
+    job.have = 0;
+    begin_file();
+    return;
+  }
+  hashes_ = std::move(result.hashes);
+  request_body();
 }
 
 ModelDownload::~ModelDownload() {
+  // A hash still running reads only its own copy of the path and stops at the flag; its result goes nowhere.
   if (hash_cancel_) hash_cancel_->store(true);
-  hash_watcher_.waitForFinished();
   if (reply_) {
     reply_->disconnect(this);
     reply_->abort();
@@ -196,6 +197,9 @@ void ModelDownload::send(const QUrl& url, bool head, int hops) {
   abort_reason_.clear();
   received_this_try_ = 0;
   QNetworkReply* reply = head ? network_.head(request) : network_.get(request);
+  // Bounded: when hashing and writing fall behind the network, Qt stops reading the socket instead of buffering
+  // the file in memory; each chunk is hashed on this thread in a few milliseconds.
+  reply->setReadBufferSize(kMiB);
   reply_ = reply;
   if (head) {
     connect(reply, &QNetworkReply::finished, this, [this, reply] { on_metadata(reply); });
@@ -395,8 +399,13 @@ void ModelDownload::begin_file() {
   // Resume: the bytes already there are part of the sum; read them once, off this thread.
   emit_progress(tr("Checking the %1 downloaded before").arg(format_bytes(job.have)), true);
   hash_cancel_ = std::make_shared<std::atomic<bool>>(false);
-  hash_watcher_.setFuture(
-      QtConcurrent::run(download::hash_file_prefix, job.part, job.have, kind, job.size, hash_cancel_));
+  const int generation = ++hash_generation_;
+  run_in_pool(
+      QThreadPool::globalInstance(), this,
+      [part = job.part, have = job.have, kind, size = job.size, cancel = hash_cancel_] {
+        return download::hash_file_prefix(part, have, kind, size, cancel);
+      },
+      [this, generation](download::PrefixHash result) { on_prefix_hashed(generation, std::move(result)); });
 }
 
 void ModelDownload::request_body() {

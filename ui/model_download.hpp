@@ -20,12 +20,12 @@
 // Everything written is a catalog path under the models folder (download_files.hpp).
 //
 // Lives on the thread that creates it (the UI thread in the app, the main thread of `sdturbo --download-model`):
-// the network is asynchronous, and only hashing a partial file left by an earlier run goes to a worker thread.
+// the network is asynchronous, and only hashing a partial file left by an earlier run goes to a worker thread
+// (thread_handoff.hpp's run_in_pool).
 #pragma once
 
 #include <QElapsedTimer>
 #include <QFile>
-#include <QFutureWatcher>
 #include <QList>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
@@ -119,6 +119,7 @@ class ModelDownload : public QObject {
   void prepare_files();
   void next_file();
   void begin_file();
+  void on_prefix_hashed(int generation, download::PrefixHash result);
   void request_body();
   void on_body_headers(QNetworkReply* reply);
   void on_body_data(QNetworkReply* reply);
@@ -160,7 +161,7 @@ class ModelDownload : public QObject {
   QFile part_;
   std::shared_ptr<download::Hashes> hashes_;
   std::shared_ptr<std::atomic<bool>> hash_cancel_;
-  QFutureWatcher<download::PrefixHash> hash_watcher_;
+  int hash_generation_ = 0;  // the hash whose result is awaited; an older one's is dropped
 
   QString phase_;
   QElapsedTimer clock_;

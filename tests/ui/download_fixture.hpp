@@ -58,6 +58,15 @@ inline bool serve(FakeHub& hub, const ui::Catalog& catalog) {
   return hub.listen();
 }
 
+// Where a request's "Range: bytes=N-" starts; 0 without a range, -1 for another form.
+inline qint64 range_start(const FakeHub::Request& request) {
+  if (request.range.isEmpty()) return 0;
+  if (!request.range.startsWith("bytes=") || !request.range.endsWith('-')) return -1;
+  bool ok = false;
+  const qint64 from = request.range.mid(6, request.range.size() - 7).toLongLong(&ok);
+  return ok ? from : -1;
+}
+
 // The catalog as the JSON that `sdturbo --download-catalog` reads.
 inline QByteArray catalog_json(const ui::Catalog& catalog) {
   QJsonArray repos;

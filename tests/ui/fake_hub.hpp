@@ -49,6 +49,7 @@ class FakeHub {
                          // connection stays open
     qint64 stall_after = -1;
     QString wrong_sha_file;    // announced with a wrong X-Linked-Etag
+    QString no_sha_file;       // announced without X-Linked-Etag (only the ETag of its LFS pointer)
     QString longer_body_file;  // the CDN sends one byte more than announced (the body ends with the connection)
     QString bad_range_file;    // a range request answered with the wrong range
     QString huge_file;         // announced as 32 TiB
@@ -174,14 +175,13 @@ class FakeHub {
       QByteArray announced = sha.toLatin1();
       if (path == faults.wrong_sha_file) announced = sha256_of("not the file").toLatin1();
       const qint64 size = path == faults.huge_file ? (qint64(32) << 40) : file.bytes.size();
-      return send(
-          socket, 302, "Found",
-          {{"Location", (cdn_origin() + QStringLiteral("/cdn/") + sha + QStringLiteral("?path=") + path).toLatin1()},
-           {"X-Repo-Commit", commit},
-           {"X-Linked-Etag", '"' + announced + '"'},
-           {"X-Linked-Size", QByteArray::number(size)},
-           {"ETag", '"' + git_blob_id("version https://git-lfs.github.com/spec/v1").toLatin1() + '"'}},
-          "Found. Redirecting", is_head);
+      QList<Header> headers = {
+          {"Location", (cdn_origin() + QStringLiteral("/cdn/") + sha + QStringLiteral("?path=") + path).toLatin1()},
+          {"X-Repo-Commit", commit},
+          {"X-Linked-Size", QByteArray::number(size)},
+          {"ETag", '"' + git_blob_id("version https://git-lfs.github.com/spec/v1").toLatin1() + '"'}};
+      if (path != faults.no_sha_file) headers.append(Header("X-Linked-Etag", '"' + announced + '"'));
+      return send(socket, 302, "Found", headers, "Found. Redirecting", is_head);
     }
     return send(socket, 200, "OK",
                 {{"X-Repo-Commit", commit}, {"ETag", '"' + git_blob_id(file.bytes).toLatin1() + '"'}}, file.bytes,
