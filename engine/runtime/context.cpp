@@ -53,7 +53,9 @@ std::string device_build_defines(const DeviceInfo& info) {
   return defines;
 }
 
-Context::Context(const DeviceHandle& device, const ContextOptions& options) : device_(device) {
+Context::Context(const DeviceHandle& device, const ContextOptions& options)
+    : device_(device),
+      tuning_(Tuning::for_device(device, options.tuning ? *options.tuning : overrides_from_environment())) {
   cl_int status = CL_SUCCESS;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device.platform), 0};
   cl_device_id id = device.device;
