@@ -4,6 +4,7 @@
 // A model already downloaded, or in the Hugging Face cache, opens without a download. `sdturbo --download-model`
 // does the same without a window, and the app opens its result at the next start. The real window on the offscreen
 // platform, the real engine on the test device with the fixture model, the real executable as a child process.
+#include <QAction>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -207,6 +208,33 @@ class DownloadAppTest : public QObject {
     QVERIFY2(dialog.message_bar()->text().contains(QLatin1String("arrived damaged")),
              qPrintable(dialog.message_bar()->text()));
     QCOMPARE(dialog.start_button()->text(), QStringLiteral("Try Again"));
+    qunsetenv("HF_ENDPOINT");
+  }
+
+  void aTaesdDownloadBecomesTheTaesdOfTheModel() {
+    FakeHub hub;
+    const Catalog catalog = sdt::test::fixture_catalog(taesd_catalog());
+    QVERIFY(sdt::test::serve(hub, catalog));
+    qputenv("HF_ENDPOINT", hub.endpoint().toUtf8());
+    const QString models = root_.filePath(QStringLiteral("taesd-models"));
+    auto settings = fresh_settings(models);
+    settings->set_model({});  // the random model, chosen: a TAESD of its own replaces the random one
+    MainWindow window(settings.get());
+    window.set_download_catalogs(sdt::test::fixture_catalog(), catalog);
+    QSignalSpy ready(&window, &MainWindow::engine_ready);
+    window.show();
+    QVERIFY(wait_ready(window, ready).model.random_weights);
+    window.findChild<QAction*>(QStringLiteral("download_taesd"))->trigger();
+    DownloadDialog* dialog = window.download_dialog();
+    QVERIFY(dialog);
+    QCOMPARE(dialog->windowTitle(), QStringLiteral("Download TAESD"));
+    QSignalSpy downloaded(dialog, &DownloadDialog::downloaded);
+    dialog->start();
+    QVERIFY2(downloaded.wait(kDownloadTimeoutMs), qPrintable(dialog->message_bar()->text()));
+    QCOMPARE(settings->taesd(), QDir(models).filePath(QStringLiteral("taesd")));
+    const EngineInfo info = wait_ready(window, ready);  // reopened with it
+    QVERIFY(info.model.has_taesd);
+    QCOMPARE(hub.requests_for(QStringLiteral("/config.json"), "HEAD").size(), 1);
     qunsetenv("HF_ENDPOINT");
   }
 
