@@ -7,7 +7,7 @@
 #   4. sdturbo-bench on the portable path (SDT_TENSOR_CORES=0), fp16 and fp32 weights, Winograd by shape, and fp16
 #      with Winograd off (the direct path, for the comparison), JSON recording the path;
 #   5. the Winograd image against the direct path at SD-Turbo's widths, 512x512 (the fixture comparisons run in CI);
-#   6. where the bundle holds torch_peer.py and a diffusers wheel, the PyTorch peer (fp32 and fp16 eager) last.
+#   6. where the bundle holds torch_peer.py and diffusers (its source or a wheel), the PyTorch peer (fp32 and fp16 eager) last.
 # Leaves JSON and logs in OUTDIR (at most 8 files: the device machine returns no more) and prints a table last.
 # SDT_PORTABLE_BUDGET (seconds, default 390) bounds the whole script: each step gets its own limit or what is left.
 #   scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]
@@ -73,10 +73,17 @@ SDT_TEST_DEVICE=$gpu timeout "$(limit 35)" "$bundle/bin/sdt_test_pipeline" --gte
   --gtest_filter='WinogradAccuracy.DISABLED_*' >>"$log" 2>&1
 echo "winograd accuracy: exit $?" >>"$log"
 
+# diffusers as the bundle carries it (diffusers-src.tar.gz, build-device-bundle.sh with SDT_DIFFUSERS_SRC) or a wheel.
 wheel=$(ls "$bundle"/diffusers-*.whl 2>/dev/null | head -n1)
-if [ -f "$bundle/torch_peer.py" ] && [ -n "$wheel" ] && [ $((deadline - SECONDS)) -gt 20 ]; then
+if [ -f "$bundle/torch_peer.py" ] && [ -n "$wheel$(ls "$bundle"/diffusers-src.tar.gz 2>/dev/null)" ] &&
+  [ $((deadline - SECONDS)) -gt 20 ]; then
   step "PyTorch peer"
-  src=$(mktemp -d) && python3 -m zipfile -e "$wheel" "$src" &&
+  src=$(mktemp -d)
+  if [ -f "$bundle/diffusers-src.tar.gz" ]; then
+    tar -xzf "$bundle/diffusers-src.tar.gz" -C "$src" && src="$src/src"
+  else
+    python3 -m zipfile -e "$wheel" "$src"
+  fi &&
     PYTHONUNBUFFERED=1 timeout "$(limit 90)" python3 "$bundle/torch_peer.py" --diffusers-src "$src" --modes fp32,fp16 \
       --runs 10 --json "$out/torch-peer.json" >"$out/torch-peer.txt" 2>&1
   echo "torch peer: exit $?" >>"$log"

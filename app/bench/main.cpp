@@ -108,6 +108,10 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     if (request.decoder != sdt::Decoder::Full) run.stage_ms[stage_key(Stage::TaesdDecode)].push_back(t.taesd_decode_ms);
     run.stage_ms[stage_key(Stage::ReadBack)].push_back(t.readback_ms);
     run.stage_ms["end_to_end_host"].push_back(host_ms);
+    // What the host adds to the device's work: launches, waits, anything the device waited for.
+    run.stage_ms["device_busy"].push_back(t.device_busy_ms);
+    run.stage_ms["device_span"].push_back(t.device_span_ms);
+    run.stage_ms["host_gap"].push_back(host_ms - t.device_busy_ms);
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;
@@ -327,6 +331,9 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // After the runs: a compiler that refused the tensor-core PTX is only known once the kernels were built.
+    report["tensor_cores"] = engine->tensor_cores();
+    std::printf("tensor cores: %s\n", engine->tensor_cores() ? "yes" : "no");
     if (!o.json_path.empty()) {
       std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
       std::printf("wrote %s\n", o.json_path.c_str());

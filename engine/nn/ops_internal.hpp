@@ -69,6 +69,9 @@ struct GemmOperands {
   bool input_silu = false;
   // act(v + residual) instead of act(v) + residual (TAESD's blocks).
   bool act_after_residual = false;
+  // B is fp32 but the product may round both operands to fp16 (an attention product of a model with fp16
+  // weights: K or Vᵀ in the place of the weight). Takes the tensor cores where fp16 weights would.
+  bool fp16_products = false;
 };
 // On gemm_tc.cl when the weight is fp16 and ctx.tuning() says so, else on gemm.cl. Products that gemm_tc.cl cannot
 // run (batched ones, an input norm, act after residual) always run on gemm.cl.
@@ -80,8 +83,15 @@ bool portable_gemm(const cl::Context& ctx, bool b_half);
 // Flag in the act code of gemm.cl and winograd.cl: act(v + residual) instead of act(v) + residual.
 constexpr int kActAfterResidual = 16;
 
-// ---- flash attention (kernels/attention.cl); tile choices: runtime/tuning.hpp
+// What gemm_tc.cl uses beyond mma.sync on this device (Tuning::tensor_core_features), ldmatrix probed first:
+// kernels/tc_probe.cl runs once per device on the PTX path and records the mode that gives the documented
+// fragments (0 when neither does or the probe does not build).
+using cl::TensorCoreFeatures;
+TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx);
+
+// ---- flash attention (kernels/attention.cl, on tensor cores attention_tc.cl); tile choices: runtime/tuning.hpp
 using cl::AttentionConfig;
+using cl::AttentionTcConfig;
 using cl::kMaxFlashHeadDim;
 
 // y [B, A] = transpose of the [A, B] matrix at x[x_off + a·ldx + b].
