@@ -189,15 +189,13 @@ struct TuningOverrides {
   std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
-  std::optional<AttentionConfig> attention = {};          // flash attention, for heads up to its dc wide
-  std::optional<std::size_t> attention_block_bytes = {};  // the wide-head attention's score block (0: the row's)
-  std::optional<WinogradUse> winograd = {};               // which layers may run as Winograd (default Auto)
-  std::optional<std::size_t> winograd_workspace_bytes = {};
-  std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
   std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
   std::optional<std::size_t> attention_block_bytes = {};        // the wide-head attention's score block (0: the row's)
   std::optional<AttentionTcConfig> attention_tc = {};           // attention_tc.cl, for every head width
   std::optional<TensorCoreFeatures> tensor_core_features = {};  // ldmatrix (PTX only) and the fused split-K sum
+  std::optional<WinogradUse> winograd = {};                     // which layers may run as Winograd (default Auto)
+  std::optional<std::size_t> winograd_workspace_bytes = {};
+  std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
