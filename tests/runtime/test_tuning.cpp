@@ -189,16 +189,17 @@ TEST(Tuning, ExplicitOverridesWinOverTheEnvironmentWhichWinsOverTheTable) {
   EXPECT_EQ(t.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
   EXPECT_EQ(t.attention_block_bytes(), std::size_t(16) << 20);
 
-  // Winograd: the choice and the workspace budget; a tuned gemm row replaces the table's.
+  // Winograd: the choice and the workspace budget; a tuned gemm row replaces the table's (tiles that fit the
+  // H200's 48 KB of local memory: the chooser shrinks any that do not).
   t.set_overrides({.winograd = cl::WinogradUse::Never, .winograd_workspace_bytes = 1 << 20});
   EXPECT_EQ(t.winograd_use(), cl::WinogradUse::Never);
   EXPECT_EQ(t.winograd().workspace_bytes, std::size_t(1) << 20);
-  t.set_overrides({.tuned_gemm = cl::GemmRow{{64, 128, 16, 8, 8, 4}, {128, 64, 32, 8, 8, 4}}});
+  t.set_overrides({.tuned_gemm = cl::GemmRow{{64, 128, 16, 8, 8, 4}, {64, 128, 16, 4, 8, 4}}});
   EXPECT_EQ(t.gemm(GemmMode::Linear), (GemmConfig{32, 32, 16, 4, 4})) << "the environment's still wins";
   t = Tuning(kH200, true);
-  t.set_overrides({.tuned_gemm = cl::GemmRow{{64, 128, 16, 8, 8, 4}, {128, 64, 32, 8, 8, 4}}});
+  t.set_overrides({.tuned_gemm = cl::GemmRow{{64, 128, 16, 8, 8, 4}, {64, 128, 16, 4, 8, 4}}});
   EXPECT_EQ(t.gemm(GemmMode::Linear), (GemmConfig{64, 128, 16, 8, 8, 4}));
-  EXPECT_EQ(t.gemm(GemmMode::Conv), (GemmConfig{128, 64, 32, 8, 8, 4}));
+  EXPECT_EQ(t.gemm(GemmMode::Conv), (GemmConfig{64, 128, 16, 4, 8, 4}));
 }
 
 TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRules) {
