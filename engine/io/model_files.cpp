@@ -9,6 +9,7 @@
 #include "io/model_loading.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
@@ -314,9 +315,14 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
   std::error_code ec;
   if (model.empty())
     throw Error(ErrorKind::BadModel, "no model given", "pass a diffusers folder, a .safetensors file or random:tiny");
-  if (!fs::exists(path, ec)) {
-    throw Error(ErrorKind::BadModel, "model not found: " + model,
-                "give a diffusers folder, a single .safetensors checkpoint, random:tiny or random:sd-turbo");
+  // What is there, before anything is opened: a FIFO or a device would block the first read for ever, and a loop
+  // of links is not "not found".
+  if (const std::string problem = regular_file_problem(path); !fs::is_directory(path, ec) && !problem.empty()) {
+    if (problem == "does not exist")
+      throw Error(ErrorKind::BadModel, "model not found: " + model,
+                  "give a diffusers folder, a single .safetensors checkpoint, random:tiny or random:sd-turbo");
+    throw Error(ErrorKind::BadModel, "model " + model + " " + problem,
+                "give a diffusers folder or a single .safetensors checkpoint");
   }
   if (looks_like_taesd(path)) {
     throw Error(ErrorKind::BadModel, model + " is TAESD (a fast decoder), not a whole model",

@@ -7,6 +7,7 @@
 #include "io/json_util.hpp"
 #include "io/model_loading.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
@@ -126,7 +127,7 @@ ModelFiles load_taesd(const fs::path& path) {
   ModelFiles t;
   t.name = path_to_utf8(path);
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(ErrorKind::BadModel, "TAESD not found: " + path_to_utf8(path));
+  if (!fs::is_directory(path, ec)) require_regular_file(path, "TAESD", ErrorKind::BadModel);  // FIFOs block
   if (fs::is_directory(path, ec)) {
     if (!is_taesd_folder(path)) {
       throw Error(ErrorKind::BadModel,

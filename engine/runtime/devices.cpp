@@ -2,6 +2,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <sstream>
 
@@ -108,8 +109,11 @@ DeviceHandle find_device(const std::string& selector) {
   }
   const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
   if (numeric) {
-    const auto index = std::stoull(selector);
-    if (index < devices.size()) return devices[index];
+    // A number too large for any index (99999999999999999999) is simply not a device: no exception from stoull.
+    std::uint64_t index = 0;
+    const auto [end, error] = std::from_chars(selector.data(), selector.data() + selector.size(), index);
+    if (error == std::errc() && end == selector.data() + selector.size() && index < devices.size())
+      return devices[index];
   } else {
     const std::string needle = lower(selector);
     for (auto& d : devices) {
