@@ -75,6 +75,7 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options) : de
   programs_ = std::make_unique<ProgramCache>(context_.get(), device_, dir);
   pool_ = std::make_shared<PoolState>();
   watchdog_ = options.watchdog;
+  tensor_cores_allowed_ = options.tensor_cores;
   log::get("cl")->info("opened {}", describe(device.info));
 }
 
@@ -220,6 +221,7 @@ EventHandle Context::marker(std::string_view what) {
     user = clCreateUserEvent(context_.get(), &status);
     check(status, "clCreateUserEvent", "an injected hang");
     injected_hangs_.emplace_back(user);
+    register_injected_hang(user);
   }
   cl_event event = nullptr;
   check(clEnqueueMarkerWithWaitList(queue_.get(), user ? 1 : 0, user ? &user : nullptr, &event),
@@ -269,6 +271,12 @@ cl_kernel Context::kernel(std::string_view program, std::string_view name, const
   cl_int status = CL_SUCCESS;
   const std::string kernel_name_str(name);
   KernelHandle k(clCreateKernel(built, kernel_name_str.c_str(), &status));
+  if (status == CL_INVALID_KERNEL_NAME && programs_->from_disk(built)) {
+    // The cached binary lacks a kernel its source has: it is not what its key says. Built from source, it has.
+    built = programs_->rebuild(built, std::string("kernels/") + std::string(program) + ".cl",
+                               "lacks the kernel " + kernel_name_str);
+    k = KernelHandle(clCreateKernel(built, kernel_name_str.c_str(), &status));
+  }
   check(status, "clCreateKernel", kernel_name_str + " in kernels/" + std::string(program) + ".cl");
   cl_kernel raw = k.get();
   kernel_names_[raw] = kernel_name_str;

@@ -94,6 +94,9 @@ struct ContextOptions {
   // The longest the host waits for the device to pass one point of the queue (a stage boundary, the read-back)
   // before it declares the device hung: zero waits without limit. See Context::wait().
   std::chrono::milliseconds watchdog{0};
+  // Whether products with fp16 weights may take the tensor-core kernels where the device has them (the safe path
+  // of a driver that computes them wrongly, found by the self-check, is false).
+  bool tensor_cores = true;
 };
 
 class Context {
@@ -133,6 +136,9 @@ class Context {
   ProgramCache& programs() { return *programs_; }
   // "-D..." options describing this device (vendor, tunables) prepended to every build.
   const std::string& device_defines() const { return device_defines_; }
+  // ContextOptions::tensor_cores, changeable between launches (the self-check runs both paths on one context).
+  bool tensor_cores_allowed() const { return tensor_cores_allowed_; }
+  void set_tensor_cores_allowed(bool allowed) { tensor_cores_allowed_ = allowed; }
 
   // ---- launching ----
   template <typename... Args>
@@ -188,6 +194,7 @@ class Context {
   std::unordered_map<cl_kernel, std::string> kernel_names_;
   std::shared_ptr<PoolState> pool_;
   std::chrono::milliseconds watchdog_{0};
+  bool tensor_cores_allowed_ = true;
   bool hung_ = false;
   // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
   std::vector<EventHandle> injected_hangs_;

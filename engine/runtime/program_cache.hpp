@@ -1,8 +1,11 @@
 // Builds OpenCL programs from the embedded kernels/*.cl sources, with an in-memory cache and an on-disk binary
 // cache. The disk key hashes source, build options, device name, driver version, platform version and the
-// cache format version, so a driver update or an edited kernel never loads a stale binary. Entries are written
+// cache format version, so a driver update or an edited kernel never loads a stale binary; each entry also holds
+// its whole key, checked on loading, so an entry under another program's name is never used. Entries are written
 // to a temporary file and renamed (two processes never tear a file); any entry that fails to load (corrupt,
-// truncated, rejected by the driver) is rebuilt from source and rewritten, with a log line.
+// truncated, of another key, not a regular file, rejected by the driver, building to a program without kernels)
+// is rebuilt from source and rewritten, with a log line, and so is a loaded program that lacks a kernel asked for
+// (Context::kernel calls rebuild()).
 #pragma once
 
 #include <CL/cl.h>
@@ -10,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +34,11 @@ struct ProgramCacheStats {
   double build_ms = 0;   // total time spent building or loading programs
 };
 
+// Test-only: builds of kernels/<name>.cl use `source` instead of the embedded text from now on (in every context);
+// nullopt restores the embedded one. The self-check's tests make a kernel compute wrongly with it, as a miscompiling
+// driver would. The cache keys include the source, so no entry of the real kernel is touched.
+void set_source_override(const std::string& name, std::optional<std::string> source);
+
 class ProgramCache {
  public:
   // cache_dir empty: no disk cache.
@@ -44,22 +53,43 @@ class ProgramCache {
   // Same for a source given directly (tests, and kernels generated at run time).
   cl_program get_source(std::string_view label, std::string_view source, const std::string& options);
 
+  // Whether `program` (returned by get) was loaded from the disk cache rather than built from source.
+  bool from_disk(cl_program program) const;
+  // Builds `program`'s source again, replaces the disk entry and the memory entry, and returns the new program
+  // (the old one is released; kernels made from it stay valid). For a loaded binary found wanting after loading:
+  // it lacks a kernel the source has. `why` completes the log line ("lacks the kernel saxpy").
+  cl_program rebuild(cl_program program, std::string_view label, const std::string& why);
+
   const ProgramCacheStats& stats() const { return stats_; }
   const std::filesystem::path& dir() const { return dir_; }
   // The disk file an entry with this source and options would use.
   std::filesystem::path entry_path(std::string_view source, const std::string& options) const;
 
-  static constexpr std::uint32_t kFormatVersion = 1;
+  // The whole key an entry stores: the source, the options, the device, driver and platform versions, the format.
+  std::string entry_key(std::string_view source, const std::string& options) const;
+  // The bytes of an entry holding `binary` under `key` (tests craft entries with it).
+  static std::string make_entry(std::string_view key, std::string_view binary);
+
+  // 2: the entry stores its key (version 1 entries are rebuilt once).
+  static constexpr std::uint32_t kFormatVersion = 2;
 
  private:
+  struct Entry {
+    cl_program program = nullptr;
+    bool from_disk = false;
+    std::string source;  // to rebuild it
+    std::string options;
+  };
+  static std::string memory_key(std::string_view label, std::string_view source, const std::string& options);
   cl_program build_from_source(std::string_view label, std::string_view source, const std::string& options);
-  cl_program load_binary(const std::filesystem::path& path, std::string_view label, const std::string& options);
-  void store_binary(cl_program program, const std::filesystem::path& path);
+  cl_program load_binary(const std::filesystem::path& path, std::string_view label, const std::string& key,
+                         const std::string& options);
+  void store_binary(cl_program program, const std::filesystem::path& path, const std::string& key);
 
   cl_context context_;
   DeviceHandle device_;
   std::filesystem::path dir_;
-  std::map<std::string, cl_program> programs_;  // key: label + '\n' + options
+  std::map<std::string, Entry> programs_;  // key: label + '\n' + options + '\n' + source hash
   ProgramCacheStats stats_;
 };
 
