@@ -283,6 +283,7 @@ bool device_has_tensor_cores(const cl::Context& ctx) {
 }
 
 TensorCores tensor_core_path(const cl::Context& ctx, bool b_half) {
+  if (!ctx.tensor_cores_allowed()) return TensorCores::Off;
   {
     std::lock_guard lock(g_override_mutex);
     if (g_tc_override) return *g_tc_override == TensorCores::Off || b_half ? *g_tc_override : TensorCores::Off;

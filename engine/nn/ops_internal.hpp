@@ -80,8 +80,9 @@ void set_gemm_split_override(std::optional<int> splits);
 enum class TensorCores { Off, Emulated, Ptx };
 // True on NVIDIA GPUs of compute capability 8.0 or later (queried once per device).
 bool device_has_tensor_cores(const cl::Context& ctx);
-// The path for a product whose weight is fp16 (b_half) or not: the test override if set; else Ptx when the
-// weight is fp16, the device has tensor cores and SDT_TENSOR_CORES is not "0"; else Off.
+// The path for a product whose weight is fp16 (b_half) or not: Off when the context does not allow tensor cores
+// (ContextOptions::tensor_cores); else the test override if set; else Ptx when the weight is fp16, the device has
+// tensor cores and SDT_TENSOR_CORES is not "0"; else Off.
 TensorCores tensor_core_path(const cl::Context& ctx, bool b_half);
 // Tests: force a path (nullopt: automatic). Returns the previous override.
 std::optional<TensorCores> set_tensor_core_override(std::optional<TensorCores> path);

@@ -127,6 +127,7 @@ void Engine::Impl::open() {
   cl::ContextOptions context_options;
   context_options.cache_dir = options_.cache_dir;
   context_options.watchdog = watchdog_for(options_.watchdog_seconds, device.info);
+  context_options.tensor_cores = options_.tensor_cores;
   ctx_ = std::make_unique<cl::Context>(device, context_options);
 
   const auto upload_start = Clock::now();

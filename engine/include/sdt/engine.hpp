@@ -52,6 +52,10 @@ struct EngineOptions {
   // one reopens the device. Negative: kDefaultGpuWatchdogSeconds on GPUs, none on CPU devices (whose stages are
   // slow at large sizes and cannot hang the display). Zero: none.
   double watchdog_seconds = -1;
+  // Products with fp16 weights take the tensor-core kernels where the device has them (NVIDIA, compute capability
+  // 8 and later). False keeps them on the fp32-activation kernels: the safe path when the self-check
+  // (sdt/self_check.hpp) finds the tensor-core kernels computing wrongly on a driver.
+  bool tensor_cores = true;
 };
 
 // A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
