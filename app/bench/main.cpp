@@ -1,24 +1,27 @@
 // sdturbo-bench: the whole pipeline and each stage on one device, warm medians and spread, achieved TFLOP/s
 // per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
-// for the GPU machine and for Windows. Prints a table; --json writes everything.
+// for the GPU machine and for Windows. Prints a table; --json writes everything (checked before the run, written
+// atomically). Ctrl+C or SIGTERM stops it at the next stage boundary without writing anything.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../cli/interrupt.hpp"
 #include "../cli/utf8_console.hpp"
 #include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
 
 namespace {
@@ -80,7 +83,8 @@ struct DecoderRun {
   std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
 };
 
-DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder) {
+DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder,
+                         const std::atomic<bool>* cancel) {
   DecoderRun run;
   run.decoder = decoder;
   sdt::Request request;
@@ -93,7 +97,7 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     request.prompt = o.prompt + " (" + decoder + " #" + std::to_string(i) + ")";
     request.seed = static_cast<std::uint64_t>(i);
     const auto t0 = Clock::now();
-    const sdt::Result result = engine.generate(request);
+    const sdt::Result result = engine.generate(request, {}, cancel);
     const double host_ms = ms_since(t0);
     if (i < o.warmup) continue;
     const auto& t = result.timings;
@@ -130,12 +134,14 @@ int main(int argc, char** argv) {
   app.add_option("--taesd", o.taesd, "TAESD weights");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name");
   app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
-  app.add_option("--width", o.width)->capture_default_str();
-  app.add_option("--height", o.height)->capture_default_str();
-  app.add_option("--steps", o.steps)->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Untimed runs first")->capture_default_str();
-  app.add_option("--runs", o.runs, "Timed runs")->capture_default_str();
-  app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")->capture_default_str();
+  app.add_option("--width", o.width, "A multiple of 64")->capture_default_str();
+  app.add_option("--height", o.height, "A multiple of 64")->capture_default_str();
+  app.add_option("--steps", o.steps, "1 to 4")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--runs", o.runs, "Timed runs, at least 1")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")
+      ->check(CLI::IsMember({"full", "tiny", "both"}))
+      ->capture_default_str();
   app.add_option("--prompt", o.prompt)->capture_default_str();
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache (default: the platform's)");
   app.add_flag("--cold", o.cold, "Also measure cold starts: kernels from source, then from the binary cache");
@@ -146,7 +152,18 @@ int main(int argc, char** argv) {
   sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
 
   try {
+    // What can be checked before minutes of benchmarking: the request and the results file.
+    sdt::Request checked;
+    checked.width = o.width;
+    checked.height = o.height;
+    checked.steps = o.steps;
+    sdt::check_request(checked);
+    if (!o.json_path.empty()) sdt::check_output_path(sdt::path_from_utf8(o.json_path), "--json");
+
+    const sdt::cli::InterruptHandler interrupt;
+    const std::atomic<bool>* cancel = &sdt::cli::InterruptHandler::flag();
     sdt::EngineOptions eo;
+    eo.cancel = cancel;
     eo.model = o.model;
     eo.taesd = o.taesd;
     eo.device = o.device;
@@ -174,7 +191,7 @@ int main(int argc, char** argv) {
       auto engine = std::make_unique<sdt::Engine>(eo);
       const double open_ms = ms_since(t0);
       const auto t1 = Clock::now();
-      engine->generate(first);
+      engine->generate(first, {}, cancel);
       const double first_ms = ms_since(t1);
       const auto& lt = engine->load_timings();
       std::printf("%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
@@ -196,14 +213,19 @@ int main(int argc, char** argv) {
     std::unique_ptr<sdt::Engine> engine;
     if (o.cold) {
       // A cache folder of our own, empty, so the first start builds every kernel from source.
-      const auto cold_dir = std::filesystem::temp_directory_path() /
-                            ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      // Removed however the benchmark ends (an error, Ctrl+C).
+      struct ColdCache {
+        std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+        ~ColdCache() {
+          std::error_code ec;
+          std::filesystem::remove_all(dir, ec);
+        }
+      } cold_cache;
       const auto saved = eo.cache_dir;
-      eo.cache_dir = cold_dir;
+      eo.cache_dir = cold_cache.dir;
       start_engine("first start (kernels from source)");
       engine = start_engine("second start (binary cache warm)");
-      std::error_code ec;
-      std::filesystem::remove_all(cold_dir, ec);
       eo.cache_dir = saved;
     } else {
       engine = std::make_unique<sdt::Engine>(eo);
@@ -222,7 +244,7 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-16s %10s %10s %10s %10s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
                 "TFLOP/s");
     for (const auto& decoder : o.decoders) {
-      const DecoderRun run = bench_decoder(*engine, o, decoder);
+      const DecoderRun run = bench_decoder(*engine, o, decoder, cancel);
       json& dj = report["decoders"][decoder];
       for (const auto& [stage, values] : run.stage_ms) {
         const Spread s = spread(values);
@@ -254,12 +276,19 @@ int main(int argc, char** argv) {
       }
     }
     if (!o.json_path.empty()) {
-      std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
+      // Atomically: a failed write leaves an earlier results file as it was, and fails the run with the reason.
+      const std::string text = report.dump(2) + "\n";
+      sdt::write_file_atomically(sdt::path_from_utf8(o.json_path), text.data(), text.size());
       std::printf("wrote %s\n", o.json_path.c_str());
     }
     return 0;
   } catch (const sdt::Error& e) {
-    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.what());
+    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    if (sdt::cli::InterruptHandler::raised()) return sdt::cli::InterruptHandler::exit_code(130);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
 }
