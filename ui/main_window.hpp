@@ -21,6 +21,7 @@
 #include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
 #include "ui/gallery_panel.hpp"
+#include "ui/gpu_check.hpp"
 #include "ui/image_view.hpp"
 #include "ui/log_panel.hpp"
 #include "ui/message_bar.hpp"
@@ -57,6 +58,11 @@ class MainWindow : public QMainWindow {
   const std::optional<GeneratedImage>& last_image() const { return last_image_; }
   const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
   QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
+  // After closing: what the engine thread was still doing when it did not stop in time (EngineHost::shutdown);
+  // empty when it stopped. main() then exits without waiting for it.
+  QString engine_left_running() const { return engine_left_running_; }
+  // How long after Cancel the window says what the engine is still busy with, when it has not stopped yet.
+  static constexpr int kStillCancellingMs = 3000;
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
 
  public Q_SLOTS:
@@ -68,6 +74,9 @@ class MainWindow : public QMainWindow {
   // a model opens (a running engine keeps the cache it opened with).
   void choose_kernel_cache_folder();
   void use_default_kernel_cache_folder();
+  // Help → Check GPU: the self-check of the device in use (or the one the settings select), in the background; the
+  // verdict is shown and remembered (gpu_check.hpp). Returns false when a check is running already.
+  bool check_gpu();
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -76,6 +85,8 @@ class MainWindow : public QMainWindow {
   void generation_failed(const QString& message);
   void image_saved(const QString& path);
   void save_failed(const QString& message);
+  // A GPU check ended: `verdict` is SelfCheckReport::verdict(), or why it could not run (then passed is false).
+  void gpu_checked(bool passed, const QString& verdict);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -105,6 +116,9 @@ class MainWindow : public QMainWindow {
   // How a missing gallery folder may be made (see make_gallery_folder): the same when saving and when opening it.
   MakeFolder gallery_folder_rule() const;
   void write_timings_beside(const QString& image_path, const GeneratedImage& image);
+  // After a model opened: checks its device once per device and driver version.
+  void check_gpu_once(const sdt::DeviceInfo& device);
+  void start_gpu_check(const sdt::DeviceInfo& device, bool asked);
 
   Settings* settings_ = nullptr;
   EngineHost* host_ = nullptr;
@@ -130,6 +144,8 @@ class MainWindow : public QMainWindow {
   QAction* save_as_action_ = nullptr;
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
+  QTimer still_cancelling_;  // after Cancel: says what the engine is still busy with
+  GpuChecker* gpu_checker_ = nullptr;
   FolderChooser choose_folder_;
 
   std::optional<EngineInfo> engine_info_;
@@ -139,6 +155,7 @@ class MainWindow : public QMainWindow {
   QString load_error_;
   quint64 running_job_ = 0;
   bool closing_ = false;
+  QString engine_left_running_;
 };
 
 }  // namespace sdt::ui
