@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with the bundle made by scripts/build-device-bundle.sh
-# (carried as .carry/device): GPU correctness checks against the fixtures, then sdturbo-bench on every OpenCL
-# device (the NVIDIA GPU, and PoCL for reference), leaving JSON and logs in OUTDIR and a short table last.
+# (carried as .carry/device): the GPU self-check with the tensor cores on and off, GPU correctness checks against the
+# fixtures, then sdturbo-bench on every OpenCL device (the NVIDIA GPU, and PoCL for reference), leaving JSON and
+# logs in OUTDIR and a short table last.
 #   scripts/bench-device.sh OUTDIR [BUNDLE_DIR]
 # SDT_KERNEL_BENCH=0 skips the per-kernel throughput table, SDT_BENCH_POCL=0 the PoCL reference run;
 # SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16").
@@ -21,8 +22,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >
 gpu=$(grep -m1 -i nvidia "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
 gpu=${gpu:-0}
 
+# The GPU self-check (sdturbo-cli --self-check) on both kernel paths: the tensor cores on (the default where the GPU
+# has them) and off. Its verdict line is printed; the whole table is in the log.
+for tc in 1 0; do
+  SDT_TENSOR_CORES=$tc timeout 300 "$bundle/bin/sdturbo-cli" --self-check --device "$gpu" \
+    >"$out/self-check-tensor-cores-$tc.txt" 2>&1
+  echo "self-check, SDT_TENSOR_CORES=$tc: exit $?"
+  grep -E "^self-check (passed|FAILED)" "$out/self-check-tensor-cores-$tc.txt" || tail -n 3 "$out/self-check-tensor-cores-$tc.txt"
+done
+
 # Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
-for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
+for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline sdt_test_check; do
   [ -x "$bundle/bin/$t" ] || continue
   SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
   echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
