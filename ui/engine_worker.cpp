@@ -279,7 +279,7 @@ void EngineWorker::generate(const GenerationJob& job) {
         info.job_id = job.id;
         info.index = index;
         info.count = count;
-        info.stage = QString::fromStdString(p.stage);
+        info.stage = p.stage;
         info.step = p.step;
         info.steps = p.steps;
         set_activity(QStringLiteral("generating image %1 of %2: %3")

@@ -2,13 +2,21 @@
 // with the messages that matter above it, the gallery and the timings on the right, the log below when asked for.
 //
 // It owns the EngineHost (the engine on its worker thread) and reacts to its signals; it never waits for the
-// engine. Generating while a model is still opening is allowed: the worker runs requests in order, so the job
-// starts as soon as the model is resident.
+// engine.
+//
+// A file dropped anywhere on the window restores the settings its PNG records (main_window_drop.cpp). That is the
+// window's own drop handling, the fallback: Qt offers a drag first to the widget under the cursor that accepts
+// drops, so a widget with a meaning of its own for a dropped image (a start-image area for image-to-image) takes it
+// by calling setAcceptDrops(true) and accepting the event in its dragEnterEvent/dropEvent; the window only sees
+// what no such widget took. The prompt box, which would paste a file's URL as text, hands file drops to the window.
+// Generating while a model is still opening is allowed: the worker runs requests in order, so the job starts as soon as
+// the model is resident.
 #pragma once
 
 #include <QDockWidget>
 #include <QLabel>
 #include <QMainWindow>
+#include <QPointer>
 #include <QStackedWidget>
 #include <QStringList>
 #include <QTimer>
@@ -17,6 +25,7 @@
 
 #include "ui/compare_view.hpp"
 #include "ui/controls_panel.hpp"
+#include "ui/download_dialog.hpp"
 #include "ui/engine_worker.hpp"
 #include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
@@ -64,6 +73,13 @@ class MainWindow : public QMainWindow {
   // How long after Cancel the window says what the engine is still busy with, when it has not stopped yet.
   static constexpr int kStillCancellingMs = 3000;
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
+  DownloadDialog* download_dialog() const { return download_dialog_; }  // the last one shown, while it exists
+  // What Download SD-Turbo… and Download TAESD… fetch; replaceable so tests can serve the fixture model (whose
+  // TAESD is not the real one, and so not the SHA-256 the real catalog ships).
+  void set_download_catalogs(Catalog sd_turbo, Catalog taesd) {
+    sd_turbo_catalog_ = std::move(sd_turbo);
+    taesd_catalog_ = std::move(taesd);
+  }
 
  public Q_SLOTS:
   void generate();
@@ -77,6 +93,14 @@ class MainWindow : public QMainWindow {
   // Help → Check GPU: the self-check of the device in use (or the one the settings select), in the background; the
   // verdict is shown and remembered (gpu_check.hpp). Returns false when a check is running already.
   bool check_gpu();
+  // Restores the prompt, seed, size, steps and decoder that the PNG at `path` records (ours, A1111's, or ComfyUI's
+  // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
+  // not, or why nothing could be.
+  void restore_parameters_from(const QString& path);
+  // Model → Download SD-Turbo… / Download TAESD… (and the first start's offer): the download dialog, whose result
+  // becomes the model (or the TAESD) once verified and in place (main_window_download.cpp).
+  void download_sd_turbo();
+  void download_taesd();
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -87,9 +111,15 @@ class MainWindow : public QMainWindow {
   void save_failed(const QString& message);
   // A GPU check ended: `verdict` is SelfCheckReport::verdict(), or why it could not run (then passed is false).
   void gpu_checked(bool passed, const QString& verdict);
+  // After restore_parameters_from has shown its message: `restored` when settings were applied.
+  void parameters_restored(const QString& path, bool restored);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dragMoveEvent(QDragMoveEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void build_menus();
@@ -119,6 +149,9 @@ class MainWindow : public QMainWindow {
   // After a model opened: checks its device once per device and driver version.
   void check_gpu_once(const sdt::DeviceInfo& device);
   void start_gpu_check(const sdt::DeviceInfo& device, bool asked);
+  void show_download(const Catalog& catalog);
+  void on_downloaded(const QStringList& folders);
+  void adopt_existing_model();
 
   Settings* settings_ = nullptr;
   EngineHost* host_ = nullptr;
@@ -147,12 +180,16 @@ class MainWindow : public QMainWindow {
   QTimer still_cancelling_;  // after Cancel: says what the engine is still busy with
   GpuChecker* gpu_checker_ = nullptr;
   FolderChooser choose_folder_;
+  QPointer<DownloadDialog> download_dialog_;
+  Catalog sd_turbo_catalog_ = sd_turbo_catalog();
+  Catalog taesd_catalog_ = taesd_catalog();
 
   std::optional<EngineInfo> engine_info_;
   std::optional<GeneratedImage> last_image_;
   QStringList saved_paths_;
   QString auto_selected_;  // selected in the gallery by the window after saving, not by the user
   QString load_error_;
+  QString restore_note_;  // said with the next restore's message (several files dropped)
   quint64 running_job_ = 0;
   bool closing_ = false;
   QString engine_left_running_;

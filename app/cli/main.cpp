@@ -1,7 +1,6 @@
 // sdturbo-cli: list devices, inspect model files, tokenize prompts, check a device (--self-check), and generate
 // images from the command line.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 
@@ -32,7 +31,7 @@ int main(int argc, char** argv) {
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
-    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "%s\n", sdt::cli::hint_line(e).c_str());
     // Ctrl+C or SIGTERM: the cancellation, or whatever a system call it interrupted reported.
     if (sdt::cli::InterruptHandler::raised()) return sdt::cli::InterruptHandler::exit_code(130);
     return e.kind() == sdt::ErrorKind::Cancelled ? 130 : 1;

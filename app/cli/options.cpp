@@ -30,9 +30,12 @@ void define_options(CLI::App& app, Options& o) {
                "Check that the device (--device) computes every stage and kernel path of the engine like a plain C++ "
                "reference; the verdict names the first stage that differs and the safe path");
   app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
-  app.add_option("--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
+  app.add_option("--model", o.model,
+                 "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
+                 "random:tiny or random:sd-turbo")
       ->capture_default_str();
-  app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
+  app.add_option("--taesd", o.taesd,
+                 "TAESD: AutoencoderTiny folder, taesd_decoder.safetensors or hf:madebyollin/taesd");
   app.add_option("--config", o.config,
                  "Single-file checkpoint: a diffusers folder whose config.json files describe it (when its head "
                  "counts cannot be read from the weights)");

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "sdt/error.hpp"
+
 namespace sdt::cli {
 
 struct Options {
@@ -52,6 +54,10 @@ void define_options(CLI::App& app, Options& options);
 // What CLI11 cannot check: the seed (-1 means random), a finite --watchdog. Throws sdt::Error (BadRequest) naming
 // the option.
 void check_options(Options& options);
+// The flag that changes each setting the engine's hints name (they name no front end's controls), and a hint line
+// with them: "hint: give a TAESD decoder …, or use the full VAE decoder (--taesd PATH, --decoder)".
+const char* flag_for(Setting setting);
+std::string hint_line(const Error& error);
 
 int run_list_devices(const Options& options);
 int run_inspect(const Options& options);

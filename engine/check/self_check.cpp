@@ -11,9 +11,12 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <random>
 
 #include "check/reference.hpp"
+#include "check/self_check_overrides.hpp"
 #include "nn/ops.hpp"
 #include "nn/ops_internal.hpp"
 #include "runtime/context.hpp"
@@ -373,6 +376,19 @@ std::string SelfCheckReport::verdict() const {
          std::to_string(cases.size()) + " cases failed. Safe path: " + suggestion();
 }
 
+namespace {
+
+std::mutex g_overrides_mutex;
+std::optional<cl::TuningOverrides> g_test_overrides;
+
+}  // namespace
+
+std::optional<cl::TuningOverrides> check::set_tuning_overrides_for_tests(std::optional<cl::TuningOverrides> overrides) {
+  std::lock_guard lock(g_overrides_mutex);
+  std::swap(overrides, g_test_overrides);
+  return overrides;
+}
+
 SelfCheckReport run_self_check(const SelfCheckOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   SelfCheckReport report;
@@ -382,11 +398,18 @@ SelfCheckReport run_self_check(const SelfCheckOptions& options) {
   context_options.cache_dir = options.cache_dir;
   // As the engine: a GPU that stops answering fails the case it was in, rather than hanging the check.
   if (device.info.is_gpu()) context_options.watchdog = std::chrono::seconds(static_cast<int>(kDefaultGpuWatchdogSeconds));
+  // The tuning the engine would take (the environment's overrides, or a test's), and the same with the tensor
+  // cores off for the paths without them.
+  {
+    std::lock_guard lock(g_overrides_mutex);
+    context_options.tuning = g_test_overrides ? *g_test_overrides : cl::overrides_from_environment();
+  }
+  cl::TuningOverrides without_tensor_cores = *context_options.tuning;
+  without_tensor_cores.tensor_cores = cl::TensorCores::Off;
   auto ctx = std::make_unique<cl::Context>(device, context_options);
 
   // The paths, in the engine's order of preference: tensor cores for fp16 weights where it would use them.
-  ctx->set_tensor_cores_allowed(true);
-  if (nn::detail::tensor_core_path(*ctx, true) != nn::detail::TensorCores::Off)
+  if (ctx->tuning().tensor_core_path(true) != cl::TensorCores::Off)
     report.paths.push_back({"fp16 weights, tensor cores", true, true});
   report.paths.push_back({"fp16 weights", true, false});
   report.paths.push_back({"fp32 weights", false, false});
@@ -414,7 +437,7 @@ SelfCheckReport run_self_check(const SelfCheckOptions& options) {
         ctx.reset();
         ctx = std::make_unique<cl::Context>(device, context_options);
       }
-      ctx->set_tensor_cores_allowed(path.tensor_cores);
+      ctx->set_tuning_overrides(path.tensor_cores ? *context_options.tuning : without_tensor_cores);
       ctx->set_stage(result.stage);
       try {
         Env env(*ctx, path, seed);

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <set>
 
-#include "nn/ops_internal.hpp"
+#include "check/self_check_overrides.hpp"
 #include "runtime/program_cache.hpp"
 #include "sdt/error.hpp"
 #include "sdt/self_check.hpp"
@@ -70,13 +70,18 @@ class WrongKernel {
 // The tensor-core path where the test device has no tensor cores: gemm_tc.cl's plain-loop stand-in for the PTX.
 class EmulatedTensorCores {
  public:
-  EmulatedTensorCores() : previous_(nn::detail::set_tensor_core_override(nn::detail::TensorCores::Emulated)) {}
-  ~EmulatedTensorCores() { nn::detail::set_tensor_core_override(previous_); }
+  EmulatedTensorCores() : previous_(check::set_tuning_overrides_for_tests(emulated())) {}
+  ~EmulatedTensorCores() { check::set_tuning_overrides_for_tests(previous_); }
   EmulatedTensorCores(const EmulatedTensorCores&) = delete;
   EmulatedTensorCores& operator=(const EmulatedTensorCores&) = delete;
 
  private:
-  std::optional<nn::detail::TensorCores> previous_;
+  static cl::TuningOverrides emulated() {
+    cl::TuningOverrides o;
+    o.tensor_cores = cl::TensorCores::Emulated;
+    return o;
+  }
+  std::optional<cl::TuningOverrides> previous_;
 };
 
 TEST(SelfCheck, PassesOnTheTestDeviceForEveryStageAndPath) {

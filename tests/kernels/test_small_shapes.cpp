@@ -8,6 +8,7 @@
 //
 // Tolerance: as in the family's own tests (1e-5 of max|ref| for accumulations, 1e-6 for element-wise ops, exact for
 // layout, embedding and RGB8).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -17,29 +18,23 @@
 using namespace sdt;
 using nn::Act;
 using nn::DType;
-using nn::detail::TensorCores;
+using cl::TensorCores;
 
 namespace {
 
 constexpr double kRtol = 1e-5;
 
 // Pins the GEMM path (gemm.cl, or gemm_tc.cl's plain-loop stand-in for the PTX) for one scope.
-class GemmPath {
+using GemmPath = test::TensorCorePathScope;
+
+// Splits K into `splits` slices for one scope.
+class Splits {
  public:
-  explicit GemmPath(TensorCores path, std::optional<nn::detail::TcConfig> tc = std::nullopt)
-      : previous_(nn::detail::set_tensor_core_override(path)) {
-    nn::detail::set_tc_config_override(tc);
-  }
-  ~GemmPath() {
-    nn::detail::set_tensor_core_override(previous_);
-    nn::detail::set_tc_config_override(std::nullopt);
-    nn::detail::set_gemm_split_override(std::nullopt);
-  }
-  GemmPath(const GemmPath&) = delete;
-  GemmPath& operator=(const GemmPath&) = delete;
+  explicit Splits(int splits)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; }) {}
 
  private:
-  std::optional<TensorCores> previous_;
+  test::TuningScope pin_;
 };
 
 // With the tensor-core stand-in, activations are rounded to fp16 too: the reference sees what the kernel sees.
@@ -100,7 +95,12 @@ ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool
   return s;
 }
 
-void check_attention(const char* name, int Tq, int Tk, int heads, int D, bool causal, std::uint32_t seed) {
+// fp16_products: a model with fp16 weights, whose attention runs on the tensor-core kernels (attention_tc.cl, or
+// blocked products on gemm_tc.cl for wide heads) when the path is pinned to their stand-in. q, k and v are rounded to
+// fp16 for the reference as for the kernel; the probabilities' own rounding to fp16 moves the output by at most 2^-11
+// of max|v| (test_attention_tc.cpp): bound 1e-3 of max|v|.
+void check_attention(const char* name, int Tq, int Tk, int heads, int D, bool causal, std::uint32_t seed,
+                     bool fp16_products = false) {
   auto& ctx = test::kernel_context();
   const int width = heads * D;
   const auto q_host = test::random_floats(static_cast<std::size_t>(Tq) * width, seed, -2.0f, 2.0f);
@@ -110,10 +110,19 @@ void check_attention(const char* name, int Tq, int Tk, int heads, int D, bool ca
   const nn::Tensor k = nn::upload(ctx, k_host, {Tk, width});
   const nn::Tensor v = nn::upload(ctx, v_host, {Tk, width});
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(Tq) * width * 4);
-  const nn::Tensor out = nn::attention(ctx, q, k, v, heads, causal);
+  const nn::Tensor out = nn::attention(ctx, q, k, v, heads, causal, fp16_products ? DType::F16 : DType::F32);
   EXPECT_EQ(out.buffer.get(), poisoned);
-  test::expect_close(ctx, out, ref::attention(q_host, k_host, v_host, Tq, Tk, heads, D, causal), kRtol,
-                     std::string("attention ") + name);
+  if (!fp16_products) {
+    test::expect_close(ctx, out, ref::attention(q_host, k_host, v_host, Tq, Tk, heads, D, causal), kRtol,
+                       std::string("attention ") + name);
+    return;
+  }
+  const auto vh = ref::round_to_half(v_host);
+  double v_max = 0;
+  for (float x : vh) v_max = std::max(v_max, static_cast<double>(std::abs(x)));
+  test::expect_close(ctx, out,
+                     ref::attention(ref::round_to_half(q_host), ref::round_to_half(k_host), vh, Tq, Tk, heads, D, causal),
+                     0.0, std::string("fp16 attention ") + name, 1e-3 * v_max);
 }
 
 }  // namespace
@@ -138,16 +147,16 @@ TEST(SmallShapes, GemmConvolutionsOneByOneThreeByThreeStridedAndUpsampled) {
 
 TEST(SmallShapes, GemmSplitAlongK) {
   const GemmPath path(TensorCores::Off);
-  nn::detail::set_gemm_split_override(3);
+  const Splits splits(3);
   check_linear("split", 9, 200, 13, DType::F32, Act::None, true, 30);
   check_conv("split", conv(24, 4, 5, 7, 3, 1, 1), DType::F16, true, 31);
 }
 
 TEST(SmallShapes, TensorCoreTilesThroughTheirPlainLoopStandIn) {
-  const GemmPath path(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
   check_linear("tc-odd", 13, 27, 9, DType::F16, Act::GELU, true, 40, true);
   check_conv("tc-3x3", conv(5, 6, 5, 9, 3, 1, 1), DType::F16, true, 41, true);
-  nn::detail::set_gemm_split_override(2);
+  const Splits splits(2);
   check_linear("tc-split", 9, 96, 17, DType::F16, Act::None, false, 42, true);
 }
 
@@ -155,6 +164,16 @@ TEST(SmallShapes, AttentionCausalCrossAndWideHead) {
   check_attention("causal", 9, 9, 2, 64, true, 50);
   check_attention("cross", 7, 11, 1, 64, false, 51);
   check_attention("wide-head", 5, 6, 1, 512, false, 52);
+}
+
+TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
+  // attention_tc.cl with one warp per work-group (16 queries), so a handful of work-groups cover the causal mask and
+  // a partial last key block; the wide head takes the blocked products on gemm_tc.cl.
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  const test::TuningScope tile(test::kernel_context(), [](cl::TuningOverrides& o) { o.attention_tc = cl::AttentionTcConfig{1, 16}; });
+  check_attention("tc-causal", 19, 19, 2, 64, true, 55, true);
+  check_attention("tc-cross-unaligned", 9, 21, 1, 18, false, 56, true);
+  check_attention("tc-wide-head", 5, 6, 1, 512, false, 57, true);
 }
 
 TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
