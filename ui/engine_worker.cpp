@@ -285,8 +285,11 @@ void EngineWorker::generate(const GenerationJob& job) {
         set_activity(QStringLiteral("generating image %1 of %2: %3")
                          .arg(index + 1)
                          .arg(count)
-                         .arg(p.steps > 0 ? QStringLiteral("%1 step %2 of %3").arg(info.stage).arg(p.step).arg(p.steps)
-                                          : info.stage));
+                         .arg(p.steps > 0 ? QStringLiteral("%1 step %2 of %3")
+                                                .arg(QString::fromUtf8(sdt::stage_name(info.stage)))
+                                                .arg(p.step)
+                                                .arg(p.steps)
+                                          : QString::fromUtf8(sdt::stage_name(info.stage))));
         post_handoff([&] { Q_EMIT progress(info); });
       };
       try {

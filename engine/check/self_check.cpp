@@ -40,9 +40,14 @@ constexpr double kElementwise = 1e-5;  // transcendental built-ins, allowed a fe
 constexpr double kTimestep = 3e-4;     // sin/cos of arguments up to 1000 rad: 1 ulp of the argument is 6e-5 there
 constexpr double kExact = 0;           // layout, embeddings, counts: values are moved or added once
 constexpr double kOneLevel = 1.0 / 255;  // RGB8: a level either way where x·a + b is within an ulp of a .5 boundary
+// Attention on the tensor cores (models with fp16 weights): q, k and v are rounded to fp16 in the reference as on the
+// device, but the probabilities are rounded to fp16 too before P·V, which moves the output by up to 2^-11 of max|v|
+// (tests/kernels/test_attention_tc.cpp), about 1.5e-3 of max|output| here; measured on PoCL's stand-in: 6e-4.
+constexpr double kFp16Attention = 5e-3;
 
 struct Measured {
   double max_diff = 0, max_ref = 0;
+  double tolerance = -1;  // when the path sets it (>= 0), instead of the case's
 };
 
 Measured measure(const std::vector<float>& got, const std::vector<float>& expected) {
@@ -89,6 +94,9 @@ class Env {
   std::vector<float> as_product_input(const std::vector<float>& x) const {
     return path_.tensor_cores ? check::ref::rounded_to_half(x) : x;
   }
+  bool tensor_cores() const { return path_.tensor_cores; }
+  // What a model of this path's weights gives the attention: it takes the tensor cores for fp16 weights.
+  DType weight_storage() const { return path_.fp16_weights ? DType::F16 : DType::F32; }
   std::vector<float> download(const nn::Tensor& t) { return nn::download(ctx_, t); }
 
  private:
@@ -100,7 +108,7 @@ class Env {
 struct CaseSpec {
   const char* stage;
   std::string name;
-  bool weights;  // runs on every weight path; otherwise once
+  bool weights;  // runs on every path (it reads weights, or a path takes other kernels for it); otherwise once
   double tolerance;
   std::function<Measured(Env&)> run;
 };
@@ -152,8 +160,11 @@ Measured attention_case(Env& env, int Tq, int Tk, int heads, int D, bool causal)
   const auto k = env.data(static_cast<std::size_t>(Tk) * width);
   const auto v = env.data(static_cast<std::size_t>(Tk) * width);
   const nn::Tensor y = nn::attention(env.ctx(), env.upload(q, {Tq, width}), env.upload(k, {Tk, width}),
-                                     env.upload(v, {Tk, width}), heads, causal);
-  return measure(env.download(y), check::ref::attention(q, k, v, Tq, Tk, heads, D, causal));
+                                     env.upload(v, {Tk, width}), heads, causal, env.weight_storage());
+  Measured m = measure(env.download(y), check::ref::attention(env.as_product_input(q), env.as_product_input(k),
+                                                              env.as_product_input(v), Tq, Tk, heads, D, causal));
+  if (env.tensor_cores()) m.tolerance = kFp16Attention;
+  return m;
 }
 
 // An element-wise op against its formula for each output element.
@@ -195,7 +206,7 @@ std::vector<CaseSpec> cases() {
                [](Env& env) { return linear_case(env, 77, 1024, 256, Act::None, false); }});
   c.push_back({"text encoder", "linear + exact GELU + residual", true, kAccumulated,
                [](Env& env) { return linear_case(env, 77, 256, 320, Act::GELU, true); }});
-  c.push_back({"text encoder", "causal attention, 16 heads of 64", false, kAccumulated,
+  c.push_back({"text encoder", "causal attention, 16 heads of 64", true, kAccumulated,
                [](Env& env) { return attention_case(env, 77, 77, 16, 64, true); }});
   // ---- UNet: 16×16 latents (256 tokens), 5 heads of 64, the 77-token context
   c.push_back({"unet", "timestep embedding, 320", false, kTimestep, [](Env& env) {
@@ -210,9 +221,9 @@ std::vector<CaseSpec> cases() {
                [](Env& env) { return group_norm_case(env, 128, 16, 16, 1e-5f, true); }});
   c.push_back({"unet", "conv 3×3 + residual, 128 → 128 at 16×16", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(128, 16, 16, 128, 3, 1, 1), true); }});
-  c.push_back({"unet", "self-attention, 5 heads of 64 over 256 tokens", false, kAccumulated,
+  c.push_back({"unet", "self-attention, 5 heads of 64 over 256 tokens", true, kAccumulated,
                [](Env& env) { return attention_case(env, 256, 256, 5, 64, false); }});
-  c.push_back({"unet", "cross-attention over 77 tokens", false, kAccumulated,
+  c.push_back({"unet", "cross-attention over 77 tokens", true, kAccumulated,
                [](Env& env) { return attention_case(env, 256, 77, 5, 64, false); }});
   c.push_back({"unet", "linear 320 → 320 + residual, 256 tokens", true, kAccumulated,
                [](Env& env) { return linear_case(env, 256, 320, 320, Act::None, true); }});
@@ -254,7 +265,7 @@ std::vector<CaseSpec> cases() {
                [](Env& env) { return group_norm_case(env, 256, 8, 8, 1e-6f, true); }});
   c.push_back({"vae decode", "conv 3×3 + residual, 256 → 256 at 8×8", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(256, 8, 8, 256, 3, 1, 1), true); }});
-  c.push_back({"vae decode", "single-head attention, 512 wide, 64 tokens", false, kAccumulated,
+  c.push_back({"vae decode", "single-head attention, 512 wide, 64 tokens", true, kAccumulated,
                [](Env& env) { return attention_case(env, 64, 64, 1, 512, false); }});
   c.push_back({"vae decode", "nearest 2× upsample + conv 3×3, 64 → 64 at 32×32", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(64, 16, 16, 64, 3, 1, 1, true), false); }});
@@ -442,9 +453,10 @@ SelfCheckReport run_self_check(const SelfCheckOptions& options) {
       try {
         Env env(*ctx, path, seed);
         const Measured m = spec.run(env);
+        if (m.tolerance >= 0) result.tolerance = m.tolerance;
         result.max_diff = m.max_diff;
         result.max_ref = m.max_ref;
-        result.passed = std::isfinite(m.max_diff) && result.relative() <= spec.tolerance;
+        result.passed = std::isfinite(m.max_diff) && result.relative() <= result.tolerance;
       } catch (const Error& e) {
         result.error = e.message();
         result.passed = false;
