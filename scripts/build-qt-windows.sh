@@ -70,6 +70,15 @@ options=(
 compiler="$(x86_64-w64-mingw32-g++-posix --version | head -n 1)"
 key="$(printf '%s\n' "qt6-base $host_version" "$compiler" "${options[@]}" | cat - "$toolchain" | sha256sum | cut -c1-16)"
 
+# One build at a time: a second run (another terminal, the installer test) waits for the first, then finds the
+# prefix current.
+mkdir -p "$deps"
+exec 9>"$deps/qt6-build.lock"
+if ! flock -n 9; then
+  echo "build-qt-windows: another Qt build is running; waiting for it"
+  flock 9
+fi
+
 if [ "$force" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] &&
   [ -f "$qt_prefix/lib/cmake/Qt6/Qt6Config.cmake" ]; then
   echo "build-qt-windows: Qt $upstream for mingw-w64 is up to date in $qt_prefix"
