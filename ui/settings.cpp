@@ -50,6 +50,10 @@ void Settings::set_model(const QString& path) {
   while (recent.size() > kMaxRecentModels) recent.removeLast();
   settings_->setValue(QString::fromLatin1(keys::kRecentModels), recent);
 }
+bool Settings::has_model_choice() const {
+  return overrides_.contains(QString::fromLatin1(keys::kModel)) ||
+         settings_->contains(QString::fromLatin1(keys::kModel));
+}
 QStringList Settings::recent_models() const {
   return value(keys::kRecentModels, QStringList()).toStringList();
 }
@@ -72,6 +76,14 @@ QString Settings::kernel_cache_dir() const {
 }
 void Settings::set_kernel_cache_dir(const QString& folder) {
   store(keys::kCacheDir, folder);
+}
+
+QString Settings::models_folder() const {
+  const QString folder = value(keys::kModelsFolder, QString()).toString();
+  return folder.isEmpty() ? default_models_folder() : folder;
+}
+void Settings::set_models_folder(const QString& folder) {
+  store(keys::kModelsFolder, folder);
 }
 
 QString Settings::gallery_folder() const {
@@ -99,14 +111,15 @@ void Settings::set_prompt(const QString& prompt) {
 }
 
 int Settings::steps() const {
-  return std::clamp(value(keys::kSteps, 1).toInt(), 1, 4);
+  return std::clamp(value(keys::kSteps, 1).toInt(), sdt::kMinSteps, sdt::kMaxSteps);
 }
 void Settings::set_steps(int steps) {
-  store(keys::kSteps, std::clamp(steps, 1, 4));
+  store(keys::kSteps, std::clamp(steps, sdt::kMinSteps, sdt::kMaxSteps));
 }
 
 int Settings::snap_side(int side) {
-  const int snapped = ((side + 32) / 64) * 64;
+  constexpr int m = sdt::kImageSideMultiple;
+  const int snapped = ((side + m / 2) / m) * m;
   return std::clamp(snapped, kMinSide, kMaxSide);
 }
 
@@ -176,6 +189,12 @@ QString Settings::default_gallery_folder() {
   QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
   if (pictures.isEmpty()) pictures = QDir::home().filePath(QStringLiteral("Pictures"));
   return QDir(pictures).filePath(QStringLiteral("SD-Turbo Studio"));
+}
+
+QString Settings::default_models_folder() {
+  QString data = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+  if (data.isEmpty()) data = QDir::home().filePath(QStringLiteral(".sdturbo"));
+  return QDir(data).filePath(QStringLiteral("models"));
 }
 
 QString Settings::log_folder() {

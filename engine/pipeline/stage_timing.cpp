@@ -1,6 +1,8 @@
 #include "pipeline/stage_timing.hpp"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace sdt::pipeline {
@@ -18,22 +20,28 @@ void StageFences::mark(const std::string& ended) {
 
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
                        std::vector<KernelProfileEntry>* profile) {
-  static const std::string kUnetStep = "unet step ";
   std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
+  double first = 0, last = 0;
   for (const auto& k : recorded) {
-    if (k.stage == "text encoder")
-      t.text_encoder_ms += k.duration_ms;
-    else if (k.stage == "vae encode")
-      t.vae_encode_ms += k.duration_ms;
-    else if (k.stage == "vae decode")
-      t.vae_decode_ms += k.duration_ms;
-    else if (k.stage == "taesd decode")
-      t.taesd_decode_ms += k.duration_ms;
-    else if (k.stage.rfind(kUnetStep, 0) == 0) {
-      const std::size_t step = std::stoul(k.stage.substr(kUnetStep.size()));
-      if (step >= 1) {
-        if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
-        t.unet_step_ms[step - 1] += k.duration_ms;
+    if (t.device_busy_ms == 0 || k.start_ms < first) first = k.start_ms;
+    last = std::max(last, k.start_ms + k.duration_ms);
+    t.device_busy_ms += k.duration_ms;
+    if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
+      switch (s->stage) {
+        case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
+        case Stage::VaeEncode: t.vae_encode_ms += k.duration_ms; break;
+        case Stage::VaeDecode: t.vae_decode_ms += k.duration_ms; break;
+        case Stage::TaesdDecode: t.taesd_decode_ms += k.duration_ms; break;
+        case Stage::Unet:
+          if (s->step >= 1) {
+            const auto step = static_cast<std::size_t>(s->step);
+            if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
+            t.unet_step_ms[step - 1] += k.duration_ms;
+          }
+          break;
+        case Stage::Tokenize:
+        case Stage::ReadBack:
+        case Stage::Checks: break;
       }
     }
     if (profile) {
@@ -44,6 +52,7 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
       entry.total_ms += k.duration_ms;
     }
   }
+  t.device_span_ms = recorded.empty() ? 0.0 : last - first;
   if (profile)
     for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
 }

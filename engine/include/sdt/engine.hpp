@@ -17,6 +17,7 @@
 
 #include "sdt/device.hpp"
 #include "sdt/image.hpp"
+#include "sdt/stage.hpp"
 
 namespace sdt {
 
@@ -52,6 +53,9 @@ struct EngineOptions {
   // one reopens the device. Negative: kDefaultGpuWatchdogSeconds on GPUs, none on CPU devices (whose stages are
   // slow at large sizes and cannot hang the display). Zero: none.
   double watchdog_seconds = -1;
+  // A single-file checkpoint's SHA-256 for the PNGs' "Model hash" (model_file_hash()): computed on a thread of its
+  // own after opening, once per file (remembered in the cache folder). Off: the PNGs leave the hash out.
+  bool hash_model_file = true;
 };
 
 // A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
@@ -65,12 +69,21 @@ enum class VaeTiling {
   Always,  // in tiles of Request::vae_tile latents
 };
 
+// What check_request() accepts, for front ends to build their controls from.
+inline constexpr int kMinImageSide = 64;
+inline constexpr int kMaxImageSide = 2048;
+inline constexpr int kImageSideMultiple = 64;  // the VAE's 8 × the UNet's three halvings
+inline constexpr int kMinSteps = 1;
+inline constexpr int kMaxSteps = 4;
+inline constexpr int kMinVaeTile = 8;       // latents
+inline constexpr int kVaeTileMultiple = 4;  // up to kMaxImageSide / 8
+
 struct Request {
   std::string prompt;
   std::uint64_t seed = 0;
-  int width = 512;
+  int width = 512;  // a multiple of kImageSideMultiple from kMinImageSide to kMaxImageSide; so is the height
   int height = 512;
-  int steps = 1;  // 1..4
+  int steps = 1;  // kMinSteps..kMaxSteps
   Decoder decoder = Decoder::Full;
   std::optional<Image> init_image;  // img2img when set
   double strength = 0.5;  // img2img only, in (0, 1]; double: diffusers computes int(steps · strength) in double
@@ -87,21 +100,25 @@ struct StageTimings {
   std::vector<double> unet_step_ms;
   double vae_decode_ms = 0;
   double taesd_decode_ms = 0;
-  double readback_ms = 0;
+  double readback_ms = 0;  // device time of the copies to the host (images, latents, the NaN checks' counts)
+  // Device time of every kernel of this call summed, and from the first kernel's start to the last one's end:
+  // total_ms minus device_busy_ms is the host's share (launches, waits, anything the device waited for).
+  double device_busy_ms = 0;
+  double device_span_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;         // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
-  // Device memory held (weights + pooled buffers) at its highest during each stage ("text encoder", "unet step 1",
-  // "vae decode", ...): which stage made the memory grow.
+  // Device memory held (weights + pooled buffers) at its highest during each stage, by stage_label() ("text
+  // encoder", "unet step 1", "vae decode", ...): which stage made the memory grow.
   std::map<std::string, std::uint64_t> stage_peak_bytes;
-  // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
-  // the ops as 2 per multiply-add: the benchmark's achieved TFLOP/s.
+  // Floating-point operations per stage_label(), counted by the ops as 2 per multiply-add: the benchmark's
+  // achieved TFLOP/s.
   std::map<std::string, double> stage_flops;
 };
 
 // Time per kernel function within a stage, summed over its launches (EngineOptions::profile_kernels).
 struct KernelProfileEntry {
-  std::string stage;
+  std::string stage;  // stage_label()
   std::string kernel;
   int launches = 0;
   double total_ms = 0;
@@ -142,10 +159,12 @@ struct Result {
   int vae_tile = 0;  // the tile the VAE image was decoded in, in latents; 0: the whole image at once
 };
 
+// Reported before each stage: TextEncoder, VaeEncode (img2img), Unet (once per step), VaeDecode, TaesdDecode,
+// ReadBack.
 struct Progress {
-  std::string stage;  // "text encoder", "vae encode" (img2img), "unet", "vae decode", "taesd decode", "read-back"
-  int step = 0;       // for "unet": 1-based step
-  int steps = 0;
+  Stage stage = Stage::TextEncoder;
+  int step = 0;   // Stage::Unet: the 1-based step; 0 otherwise
+  int steps = 0;  // Stage::Unet: the steps this request runs
 };
 using ProgressCallback = std::function<void(const Progress&)>;
 
@@ -168,10 +187,20 @@ class Engine {
   const DeviceInfo& device() const;
   const ModelSummary& model() const;
   const LoadTimings& load_timings() const;
+  // Whether the matrix products run on tensor cores (fp16 weights on an NVIDIA GPU of compute capability 8 or
+  // later whose compiler took the kernels' PTX), with fp16 operands and fp32 accumulation.
+  bool tensor_cores() const;
 
-  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks. `tiny_image`:
-  // for the TAESD image of a Both request (its metadata names the decoder that made it).
+  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks (the schema:
+  // sdt/png_metadata.hpp). `tiny_image`: for the TAESD image of a Both request (its metadata names the decoder
+  // that made it). The "Model hash" is there once model_file_hash() has it.
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image = false) const;
+
+  // A1111's "Model hash" of a single-file checkpoint (AutoV2: the first 10 hex digits of the file's SHA-256);
+  // "" for a diffusers folder, a random model, with EngineOptions::hash_model_file off, and while the background
+  // hashing of a file seen for the first time runs (seconds for 5 GB). `wait`: until that is done (the CLI, whose
+  // files must not depend on timing). Thread-safe.
+  std::string model_file_hash(bool wait = false) const;
 
   struct Impl;
   // The implementation (pipeline/engine_impl.hpp), for the engine's own tests and tools.
@@ -181,9 +210,9 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-// The checks of Engine::validate that need no model: sizes (multiples of 64, 64..2048), steps (1..4), strength
-// and init-image size. Throws sdt::Error (BadRequest) saying what is allowed. The CLI calls it before opening
-// anything.
+// The checks of Engine::validate that need no model: sizes (multiples of kImageSideMultiple from kMinImageSide to
+// kMaxImageSide), steps (kMinSteps..kMaxSteps), the VAE tile, strength and init-image size. Throws sdt::Error
+// (BadRequest) saying what is allowed. The CLI calls it before opening anything.
 void check_request(const Request& request);
 
 // The version string of the engine (project version).
