@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "io/model_files.hpp"
+#include "models/architecture.hpp"
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/stage_timing.hpp"
 #include "runtime/log.hpp"
@@ -96,15 +97,14 @@ void Engine::Impl::open() {
   // Files first: a wrong or broken model is reported before any device is touched.
   const auto load_start = Clock::now();
   if (io::is_random_model(options_.model)) {
-    files_ = io::make_random_model(options_.model);
+    files_ = io::make_random_model(models::architecture(), options_.model);
   } else {
     io::OpenOptions open_options;
     open_options.taesd = options_.taesd;
     open_options.config_dir = options_.model_config;
-    files_ = io::open_model(options_.model, open_options);
+    files_ = io::open_model(models::architecture(), options_.model, open_options);
   }
   for (const auto& warning : files_.warnings) log->info("{}", warning);
-  pipeline::Pipeline::check_model(files_);
   if (options_.require_taesd && !(files_.taesd && files_.taesd->has_decoder))
     throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for, and " + files_.name + " has none",
                 "pass --taesd PATH (a diffusers AutoencoderTiny folder or taesd_decoder.safetensors), put a taesd/ "

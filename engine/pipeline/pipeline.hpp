@@ -73,10 +73,6 @@ class Pipeline {
  public:
   Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models, std::size_t prompt_cache_entries = 16);
 
-  // What the pipeline needs of a model beyond what io validates (epsilon prediction, matching latent
-  // channels); throws sdt::Error (BadModel). Cheap: call it before touching the device.
-  static void check_model(const io::ModelFiles& files);
-
   // Runs a request that validate() accepted. Synchronises only in img2img (the encoder's moments are read
   // back so the latent sample is drawn on the host, as torch draws it).
   DeviceOutputs run(const Request& request, const StageHook& hook = {});
