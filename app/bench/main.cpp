@@ -2,14 +2,13 @@
 // per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
 // for the GPU machine and for Windows. Prints a table; --json writes everything.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
@@ -26,7 +25,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 struct Spread {
   double median = 0, min = 0, max = 0, p10 = 0, p90 = 0;
@@ -68,7 +69,7 @@ struct Options {
   std::string prompt = "a photo of a cat sitting on a windowsill, golden hour";
   std::string json_path;
   int width = 512, height = 512, steps = 1, warmup = 3, runs = 10;
-  bool cold = false, profile = false, verbose = false;
+  bool cold = false, start = false, profile = false, verbose = false;
   std::vector<std::string> decoders = {"full", "tiny"};
 };
 
@@ -129,7 +130,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD weights");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name");
-  app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  app.add_option("--weights", o.weights, "Weight storage")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
   app.add_option("--width", o.width)->capture_default_str();
   app.add_option("--height", o.height)->capture_default_str();
   app.add_option("--steps", o.steps)->capture_default_str();
@@ -138,7 +141,12 @@ int main(int argc, char** argv) {
   app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")->capture_default_str();
   app.add_option("--prompt", o.prompt)->capture_default_str();
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache (default: the platform's)");
-  app.add_flag("--cold", o.cold, "Also measure cold starts: kernels from source, then from the binary cache");
+  app.add_flag("--cold", o.cold,
+               "Also measure cold starts: kernels from source, then from the binary cache, each with the open's "
+               "parts (file read, upload, conversion, kernels) and the first image");
+  app.add_flag("--start", o.start,
+               "Also measure one start as it comes (the kernel cache of --cache-dir as it is; run after dropping the "
+               "page cache for the cold-disk figure)");
   app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
@@ -152,6 +160,8 @@ int main(int argc, char** argv) {
     eo.device = o.device;
     eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
     eo.profile_kernels = o.profile;
+    eo.prepare_width = o.width;  // the kernels of the size measured are prepared while the model opens
+    eo.prepare_height = o.height;
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;
@@ -177,13 +187,38 @@ int main(int argc, char** argv) {
       engine->generate(first);
       const double first_ms = ms_since(t1);
       const auto& lt = engine->load_timings();
-      std::printf("%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
-                  "%8.1f ms, start to image %8.1f ms\n",
-                  what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
-                  lt.kernel_cache_misses, first_ms, open_ms + first_ms);
+      // Rates of the open's parts, each over its own time (they overlap: reading runs while the device copies).
+      const auto gbps = [](std::uint64_t bytes, double ms) {
+        return ms > 0 ? static_cast<double>(bytes) / ms * 1e-6 : 0.0;
+      };
+      std::printf("%-34s open %8.1f ms, first image %8.1f ms, start to image %8.1f ms\n", what, open_ms, first_ms,
+                  open_ms + first_ms);
+      std::printf(
+          "%-34s   files checked %.1f ms; weights %.1f ms: read %.2f GB in %.1f ms (%.2f GB/s, %d threads), "
+          "to the device %.1f ms (%.2f GB/s), converted %.2f GB in %.1f ms (%.1f GB/s); kernels: %d prepared "
+          "(%d from source) in %.1f ms, waited for %.1f ms after the weights; build time %.1f ms over all "
+          "threads (%d cached, %d built)\n",
+          "", lt.model_load_ms, lt.upload_ms, static_cast<double>(lt.file_bytes) * 1e-9, lt.read_ms,
+          gbps(lt.file_bytes, lt.read_ms), lt.read_threads, lt.transfer_ms, gbps(lt.file_bytes, lt.transfer_ms),
+          static_cast<double>(lt.converted_bytes) * 1e-9, lt.convert_ms, gbps(lt.converted_bytes, lt.convert_ms),
+          lt.kernels_prepared, lt.kernels_built_while_opening, lt.kernel_prepare_ms, lt.kernel_wait_ms,
+          lt.kernel_build_ms, lt.kernel_cache_hits, lt.kernel_cache_misses);
       report["cold_start"][what] = {{"open_ms", open_ms},
                                     {"model_load_ms", lt.model_load_ms},
                                     {"upload_ms", lt.upload_ms},
+                                    {"file_bytes", lt.file_bytes},
+                                    {"read_ms", lt.read_ms},
+                                    {"read_gb_per_s", gbps(lt.file_bytes, lt.read_ms)},
+                                    {"read_threads", lt.read_threads},
+                                    {"transfer_ms", lt.transfer_ms},
+                                    {"transfer_gb_per_s", gbps(lt.file_bytes, lt.transfer_ms)},
+                                    {"converted_bytes", lt.converted_bytes},
+                                    {"convert_ms", lt.convert_ms},
+                                    {"convert_gb_per_s", gbps(lt.converted_bytes, lt.convert_ms)},
+                                    {"kernels_prepared", lt.kernels_prepared},
+                                    {"kernels_built_while_opening", lt.kernels_built_while_opening},
+                                    {"kernel_prepare_ms", lt.kernel_prepare_ms},
+                                    {"kernel_wait_ms", lt.kernel_wait_ms},
                                     {"kernel_build_ms", lt.kernel_build_ms},
                                     {"kernel_cache_hits", lt.kernel_cache_hits},
                                     {"kernel_cache_misses", lt.kernel_cache_misses},
@@ -196,8 +231,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<sdt::Engine> engine;
     if (o.cold) {
       // A cache folder of our own, empty, so the first start builds every kernel from source.
-      const auto cold_dir = std::filesystem::temp_directory_path() /
-                            ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      const auto cold_dir =
+          std::filesystem::temp_directory_path() / ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
       const auto saved = eo.cache_dir;
       eo.cache_dir = cold_dir;
       start_engine("first start (kernels from source)");
@@ -205,6 +240,8 @@ int main(int argc, char** argv) {
       std::error_code ec;
       std::filesystem::remove_all(cold_dir, ec);
       eo.cache_dir = saved;
+    } else if (o.start) {
+      engine = start_engine("start (kernel cache as it is)");
     } else {
       engine = std::make_unique<sdt::Engine>(eo);
     }
@@ -214,14 +251,20 @@ int main(int argc, char** argv) {
                         {"opencl", engine->device().opencl_version},
                         {"platform", engine->device().platform_name},
                         {"global_memory", engine->device().global_memory}};
-    report["model_summary"] = {{"name", engine->model().name}, {"layout", engine->model().layout},
+    report["model_summary"] = {{"name", engine->model().name},
+                               {"layout", engine->model().layout},
+                               {"file_dtypes", engine->model().file_dtypes},
                                {"random_weights", engine->model().random_weights}};
+    report["layout"] = engine->model().layout;
+    report["file_dtypes"] = engine->model().file_dtypes;
 
-    std::printf("\n%s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
+    std::printf("\n%s: %s, files %s; %s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
+                engine->model().name.c_str(), engine->model().layout.c_str(), engine->model().file_dtypes.c_str(),
                 engine->device().name.c_str(), o.weights.c_str(), o.width, o.height, o.steps, o.runs, o.warmup);
     std::printf("%-10s %-16s %10s %10s %10s %10s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
                 "TFLOP/s");
     for (const auto& decoder : o.decoders) {
+      if (o.runs <= 0) break;  // start figures only
       const DecoderRun run = bench_decoder(*engine, o, decoder);
       json& dj = report["decoders"][decoder];
       for (const auto& [stage, values] : run.stage_ms) {
@@ -233,8 +276,8 @@ int main(int argc, char** argv) {
           dj["stages"][stage]["gflop"] = flops * 1e-9;
           dj["stages"][stage]["tflops"] = s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0;
         }
-        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median,
-                    s.min, s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
+        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median, s.min,
+                    s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
       }
       dj["peak_device_bytes"] = run.peak_bytes;
       std::printf("%-10s %-16s %10.1f MiB\n", decoder.c_str(), "peak memory", double(run.peak_bytes) / (1 << 20));
@@ -247,7 +290,8 @@ int main(int argc, char** argv) {
         for (auto& [name, v] : rows) {
           const double per_run = v.second / std::max(1, o.runs);
           dj["kernels"][name] = {{"launches_per_run", double(v.first) / std::max(1, o.runs)},
-                                 {"ms_per_run", per_run}, {"share", total > 0 ? v.second / total : 0}};
+                                 {"ms_per_run", per_run},
+                                 {"share", total > 0 ? v.second / total : 0}};
           std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
                       double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
         }

@@ -1,6 +1,5 @@
 // sdturbo-cli: list devices, inspect model files, tokenize prompts, and generate images from the command line.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -21,6 +20,15 @@ int main(int argc, char** argv) {
   app.add_flag("--list-devices", o.list_devices, "List the OpenCL devices and exit");
   app.add_flag("--inspect", o.inspect, "Check a model (--model) as loading would, without a GPU, and describe it");
   app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
+  app.add_option("--write-model", o.write_model,
+                 "Write the weights of --model into DIR in another layout (--layout, --write-dtype) and exit");
+  app.add_option("--layout", o.layout,
+                 "--write-model: a diffusers folder, or one SGM checkpoint (sd_turbo.safetensors)")
+      ->check(CLI::IsMember({"diffusers", "single-file"}))
+      ->capture_default_str();
+  app.add_option("--write-dtype", o.write_dtype, "--write-model: the weights' dtype in the files")
+      ->check(CLI::IsMember({"fp32", "fp16"}))
+      ->capture_default_str();
   app.add_option("--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
@@ -67,6 +75,7 @@ int main(int argc, char** argv) {
     if (o.list_devices) return sdt::cli::run_list_devices(o);
     if (o.tokenize) return sdt::cli::run_tokenize(o);
     if (o.inspect) return sdt::cli::run_inspect(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());

@@ -15,6 +15,7 @@ Tensor RecordingSource::take(const io::WeightSpec& spec, DType storage) {
   Tensor t;
   t.shape = spec.shape;
   t.dtype = storage;
+  if (planning_) t.buffer = planning_->persistent(t.bytes());
   return t;
 }
 

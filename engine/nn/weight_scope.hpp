@@ -47,14 +47,18 @@ class WeightSource {
 };
 
 // Lists every tensor asked for, in the order the constructors ask, and hands out tensors without memory (shape
-// and dtype only): running a model's constructor on it costs nothing and touches no device.
+// and dtype only): running a model's constructor on it costs nothing and touches no device. Given a context that
+// is planning (cl::Context::begin_planning), the tensors get its stand-in buffers, so the model's forward code can
+// run on them to list the kernels it needs.
 class RecordingSource : public WeightSource {
  public:
+  explicit RecordingSource(cl::Context* planning = nullptr) : planning_(planning) {}
   Tensor take(const io::WeightSpec& spec, DType storage) override;
   const std::vector<io::WeightSpec>& specs() const { return specs_; }
   std::vector<io::WeightSpec> take_specs() { return std::move(specs_); }
 
  private:
+  cl::Context* planning_;
   std::vector<io::WeightSpec> specs_;
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "nn/weight_loader.hpp"
 #include "pipeline/vae_tiling.hpp"
 #include "sdt/error.hpp"
 
@@ -12,12 +11,10 @@ namespace sdt::pipeline {
 // L latent channels, h/w latent size, H/W image size.
 
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
-                           const std::atomic<bool>* cancel) {
-  struct ReleaseStaging {
-    ~ReleaseStaging() { nn::release_upload_staging(); }  // also when loading fails or is cancelled
-  } release_staging;
+                           const std::atomic<bool>* cancel, const nn::WeightProgress& progress,
+                           nn::WeightLoadStats* stats) {
   ResidentModels m;
-  auto loader = std::make_shared<nn::WeightLoader>(ctx, files.weights, cancel, &m.weights);
+  auto loader = std::make_shared<nn::WeightLoader>(ctx, &files.weights, cancel, &m.weights);
   const nn::WeightScope root(loader, "", storage);
   m.text_encoder = std::make_unique<models::ClipTextEncoder>(root["text_encoder"], files.text_encoder);
   m.unet = std::make_unique<models::UNet2DConditionModel>(root["unet"], files.unet);
@@ -27,7 +24,8 @@ ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DT
     if (files.taesd->has_decoder) m.taesd_decoder = std::make_unique<models::TaesdDecoder>(root["taesd"], *files.taesd);
     if (files.taesd->has_encoder) m.taesd_encoder = std::make_unique<models::TaesdEncoder>(root["taesd"], *files.taesd);
   }
-  loader->finish();
+  loader->finish(progress);
+  if (stats) *stats = loader->stats();
   return m;
 }
 

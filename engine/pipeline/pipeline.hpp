@@ -21,6 +21,7 @@
 #include "models/taesd.hpp"
 #include "models/unet.hpp"
 #include "models/vae.hpp"
+#include "nn/weight_loader.hpp"
 #include "pipeline/prompt_cache.hpp"
 #include "pipeline/rng.hpp"
 #include "pipeline/scheduler.hpp"
@@ -40,9 +41,12 @@ struct ResidentModels {
   std::unique_ptr<models::TaesdEncoder> taesd_encoder;
 };
 
-// Uploads every part of `files` (weights stored as `storage`). `cancel` is checked between tensors.
+// Uploads every part of `files` (weights stored as `storage`) through one staged upload (nn/weight_loader.hpp).
+// `cancel` is checked between tensors and staging buffers; `progress` gets the bytes moved; `stats`, when given,
+// what the upload moved and how long its parts took.
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
-                           const std::atomic<bool>* cancel = nullptr);
+                           const std::atomic<bool>* cancel = nullptr, const nn::WeightProgress& progress = {},
+                           nn::WeightLoadStats* stats = nullptr);
 
 // Called before each stage's work is enqueued, with the stage's label ("text encoder", "vae encode",
 // "unet step 2", "vae decode", "taesd decode") and, for UNet steps, the 1-based step and the step count.

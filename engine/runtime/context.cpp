@@ -16,7 +16,9 @@ Buffer::Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool
   if (tag_.requested == 0) tag_.requested = bytes_;
 }
 
-Buffer::~Buffer() { give_back(); }
+Buffer::~Buffer() {
+  give_back();
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -43,9 +45,12 @@ std::string device_build_defines(const DeviceInfo& info) {
   std::string defines = "-cl-mad-enable";
   const std::string vendor = info.vendor + " " + info.platform_name;
   auto has = [&](const char* s) { return vendor.find(s) != std::string::npos; };
-  if (has("NVIDIA")) defines += " -DSDT_VENDOR_NVIDIA=1";
-  else if (has("Advanced Micro Devices") || has("AMD")) defines += " -DSDT_VENDOR_AMD=1";
-  else if (has("Intel")) defines += " -DSDT_VENDOR_INTEL=1";
+  if (has("NVIDIA"))
+    defines += " -DSDT_VENDOR_NVIDIA=1";
+  else if (has("Advanced Micro Devices") || has("AMD"))
+    defines += " -DSDT_VENDOR_AMD=1";
+  else if (has("Intel"))
+    defines += " -DSDT_VENDOR_INTEL=1";
   if (has("Portable Computing Language") || info.platform_name.find("PoCL") != std::string::npos)
     defines += " -DSDT_POCL=1";
   if (info.fp16) defines += " -DSDT_HAS_FP16=1";
@@ -97,8 +102,38 @@ Context::~Context() {
   if (pool_) trim_pool();
 }
 
+namespace {
+// The kernel handed out while planning: an address of ours, never passed to OpenCL (launches return first).
+struct PlannedKernel {
+} g_planned_kernel;
+cl_kernel planned_kernel() {
+  return reinterpret_cast<cl_kernel>(&g_planned_kernel);
+}
+
+MemHandle retained(const MemHandle& mem) {
+  check(clRetainMemObject(mem.get()), "clRetainMemObject", "a planning stand-in");
+  return MemHandle(mem.get());
+}
+}  // namespace
+
+void Context::begin_planning() {
+  cl_int status = CL_SUCCESS;
+  planning_memory_ = MemHandle(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, 64, nullptr, &status));
+  check(status, "clCreateBuffer", "64 bytes (planning stand-in)");
+  planned_.clear();
+  planning_ = true;
+}
+
+std::vector<ProgramRequest> Context::end_planning() {
+  planning_ = false;
+  planning_memory_.reset();
+  (void)take_flops();
+  return std::exchange(planned_, {});
+}
+
 Buffer Context::buffer(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
+  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
   if (bytes > info().max_allocation)
     throw Error(ErrorKind::OutOfMemory,
                 "a buffer of " + std::to_string(bytes >> 20) + " MiB exceeds the device's largest allocation (" +
@@ -148,16 +183,26 @@ void CL_CALLBACK on_persistent_release(cl_mem, void* user) {
 
 Buffer Context::persistent(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
+  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
   auto* state = new std::pair<std::weak_ptr<PoolState>, std::size_t>(pool_, bytes);
-  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS) delete state;
+  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS)
+    delete state;
   else {
     std::lock_guard lock(pool_->mutex);
     pool_->note_persistent(static_cast<std::int64_t>(bytes));
   }
   return Buffer(std::move(mem), bytes, nullptr);
+}
+
+MemHandle Context::scratch(std::size_t bytes) {
+  if (planning_) return retained(planning_memory_);
+  cl_int status = CL_SUCCESS;
+  MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, std::max<std::size_t>(bytes, 4), nullptr, &status));
+  check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (scratch)");
+  return mem;
 }
 
 void Context::settle_pool() {
@@ -187,11 +232,13 @@ void Context::reset_peak() {
 }
 
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
+  if (planning_) return;
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
 }
 
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
+  if (planning_) return;
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
 }
@@ -241,8 +288,8 @@ void Context::wait(cl_event event, std::string_view what) {
   auto pause = std::chrono::microseconds(5);
   cl_int status = CL_QUEUED;
   for (;;) {
-    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
-          "clGetEventInfo", what);
+    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr), "clGetEventInfo",
+          what);
     if (status <= CL_COMPLETE) break;  // CL_COMPLETE (0) or an error (negative)
     if (std::chrono::steady_clock::now() - start > watchdog_) {
       hung_ = true;
@@ -265,6 +312,11 @@ cl_kernel Context::kernel(std::string_view program, std::string_view name, const
   std::string key = std::string(program) + '/' + std::string(name) + '/' + options;
   if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
   const std::string full_options = options.empty() ? device_defines_ : device_defines_ + " " + options;
+  if (planning_) {
+    ProgramRequest request{std::string(program), full_options};
+    if (std::find(planned_.begin(), planned_.end(), request) == planned_.end()) planned_.push_back(std::move(request));
+    return planned_kernel();
+  }
   cl_program built = programs_->get(program, full_options);
   cl_int status = CL_SUCCESS;
   const std::string kernel_name_str(name);
@@ -295,6 +347,7 @@ void Context::set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local)
 }
 
 void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local) {
+  if (planning_) return;
   const cl_uint dims = global.dims ? global.dims : 1;
   cl_event event = nullptr;
   const cl_int status =

@@ -39,7 +39,7 @@ inline const io::ModelFiles& fixture_model(const std::string& relative, const st
 // A model part built on the shared context from `files` with fp32 weights, every weight uploaded.
 template <typename Model, typename Config>
 Model load_fp32(const io::ModelFiles& files, const std::string& part, const Config& config) {
-  auto loader = std::make_shared<nn::WeightLoader>(shared_context(), files.weights);
+  auto loader = std::make_shared<nn::WeightLoader>(shared_context(), &files.weights);
   Model model(nn::WeightScope(loader, part + ".", nn::DType::F32), config);
   loader->finish();
   return model;
