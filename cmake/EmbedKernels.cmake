@@ -1,11 +1,21 @@
 # Run as a script at build time: turns each OpenCL C file into a byte array in one C++ source so the
 # executables carry their kernels. The .cl files stay the single, readable source.
-#   cmake -DOUTPUT=embedded.cpp -DINPUTS="a.cl;b.cl" -P EmbedKernels.cmake
+#   cmake -DOUTPUT=embedded.cpp -DPRELUDE=common.cl "-DINPUTS=a.cl;b.cl" -P EmbedKernels.cmake
+# PRELUDE (kernels/common.cl: activation codes, bias loads, PTX macros) is put in front of every other program,
+# followed by a #line directive so that a build log's line numbers are still those of the program's own file. It is
+# also embedded on its own, under its name, for the test that checks it against the C++ side.
+file(READ "${PRELUDE}" prelude)
+get_filename_component(prelude_name "${PRELUDE}" NAME)
 set(body "")
 set(table "")
 foreach(path IN LISTS INPUTS)
   get_filename_component(name "${path}" NAME_WE)
-  file(READ "${path}" hex HEX)
+  get_filename_component(file_name "${path}" NAME)
+  file(READ "${path}" text)
+  if(NOT file_name STREQUAL prelude_name)
+    set(text "${prelude}#line 1 \"${file_name}\"\n${text}")
+  endif()
+  string(HEX "${text}" hex)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n" bytes "${bytes}")
   string(APPEND body "static const unsigned char k_${name}[] = {\n${bytes}0x00};\n")

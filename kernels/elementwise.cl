@@ -8,19 +8,7 @@
 #define TRANSPOSE_TILE 16
 #endif
 
-#define ACT_NONE 0
-#define ACT_SILU 1
-#define ACT_GELU 2
-#define ACT_RELU 3
-
-inline float gelu(float v) { return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f)); }
-
-inline float apply_act(float v, int act) {
-  if (act == ACT_SILU) return v / (1.0f + exp(-v));
-  if (act == ACT_GELU) return gelu(v);
-  if (act == ACT_RELU) return fmax(v, 0.0f);
-  return v;
-}
+// gelu() and apply_act() with the activation codes come from the prelude, kernels/common.cl.
 
 // x, y: [n]
 __kernel void activation(const int n, __global const float* restrict x, const int act, __global float* restrict y) {

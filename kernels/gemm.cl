@@ -88,25 +88,7 @@
 #define W_T float
 #define LOAD_W(p, i) ((p)[(i)])
 #endif
-#if BIAS_HALF
-#define BIAS_T half
-#define LOAD_BIAS(p, i) vload_half((i), (p))
-#else
-#define BIAS_T float
-#define LOAD_BIAS(p, i) ((p)[(i)])
-#endif
-
-#define ACT_NONE 0
-#define ACT_SILU 1
-#define ACT_GELU 2
-#define ACT_RELU 3
-
-inline float apply_act(float v, int act) {
-  if (act == ACT_SILU) return v / (1.0f + exp(-v));
-  if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
-  if (act == ACT_RELU) return fmax(v, 0.0f);
-  return v;
-}
+// BIAS_T / LOAD_BIAS (BIAS_HALF), the activation codes and apply_act come from the prelude, kernels/common.cl.
 
 // A: see A_MODE; B: [N, K] weight; bias: [N] or null; residual: C's shape or null; C: the output.
 // a_off/lda, b_off/ldb, c_off/ldc: element offset and row stride of A, B and C (heads inside a wider

@@ -9,7 +9,7 @@
 // computed from fp16-rounded inputs only in the fp32 additions (their order and, on the tensor cores, their
 // rounding, which is not to nearest: a few 1e-6 of the largest output over thousands of terms).
 //
-// Only with GEMM_TC_PTX = 1, which the host passes for NVIDIA devices of compute capability >= 8 alone, does
+// Only with SDT_PTX = 1, which the host passes for NVIDIA devices of compute capability >= 8 alone, does
 // this file contain inline PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 and cvt.rn.f16x2.f32.
 // Without it the same kernel computes each lane's share of every 16x8x16 product with plain loops over local
 // memory ("emulated"): slow, but it runs anywhere (PoCL) so the tests check the tiling, the loaders, split-K
@@ -44,9 +44,6 @@
 #endif
 #ifndef CONV_KS
 #define CONV_KS 3
-#endif
-#ifndef GEMM_TC_PTX
-#define GEMM_TC_PTX 0
 #endif
 #ifndef W_ALIGN8  // 1: every weight row starts on 8 halves (b_off and ldb multiples of 8): 16-byte loads
 #define W_ALIGN8 0
@@ -84,50 +81,11 @@
 #error "the pixel tile must give every work-item one pixel and a whole share of the 16 k pairs"
 #endif
 
-#if BIAS_HALF
-#define BIAS_T half
-#define LOAD_BIAS(p, i) vload_half((i), (p))
-#else
-#define BIAS_T float
-#define LOAD_BIAS(p, i) ((p)[(i)])
-#endif
+// The activation codes and apply_act, BIAS_T / LOAD_BIAS, pack_half2 (activations to fp16 pairs) and the mma.sync
+// macro MMA_16x8x16 come from the prelude, kernels/common.cl.
 
-#define ACT_NONE 0
-#define ACT_SILU 1
-#define ACT_GELU 2
-#define ACT_RELU 3
-
-inline float apply_act(float v, int act) {
-  if (act == ACT_SILU) return v / (1.0f + exp(-v));
-  if (act == ACT_GELU) return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));  // exact erf GELU
-  if (act == ACT_RELU) return fmax(v, 0.0f);
-  return v;
-}
-
-// Two floats rounded to fp16 (to nearest even) in one 32-bit word: lo in bits 0-15, hi in bits 16-31.
-inline uint pack_half2(float lo, float hi) {
-#if GEMM_TC_PTX
-  uint r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source -> upper half
-  return r;
-#else
-  ushort h[2];
-  vstore_half_rte(lo, 0, (__private half*)h);
-  vstore_half_rte(hi, 1, (__private half*)h);
-  return (uint)h[0] | ((uint)h[1] << 16);
-#endif
-}
-
-// d[0..3] += the lane's four outputs of a 16x8x16 product whose fragments are a[0..3] (rows g and g + 8,
-// k pairs t and t + 4) and b[0..1] (col g, k pairs t and t + 4); d: rows g, g, g + 8, g + 8, cols 2t, 2t + 1.
-#if GEMM_TC_PTX
-#define MMA_16x8x16(d, a, b)                                                                                  \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
-               "{%0,%1,%2,%3};"                                                                             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-#else
-// The same sums from local memory: XA/XB rows ra, ra + 8 and cols cb, cb + 1, halves ks*16 .. ks*16 + 15.
+#if !SDT_PTX
+// MMA_16x8x16's sums from local memory: XA/XB rows ra, ra + 8 and cols cb, cb + 1, halves ks*16 .. ks*16 + 15.
 inline void mma_emulated(float* d, __local const uint* XA, __local const uint* XB, int ra, int cb, int ks) {
   __local const half* ha = (__local const half*)XA;
   __local const half* hb = (__local const half*)XB;
@@ -199,17 +157,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   const int wa0 = (warp % TC_WARPS_M) * WTM;  // the warp's first row within the tile
   const int wb0 = (warp / TC_WARPS_M) * WTN;  // the warp's first col within the tile
   float acc[MT][NT8][4];
-#if GEMM_TC_PTX  // registers need constant indices; PoCL only compiles slower
-#pragma unroll
-#endif
+  UNROLL_FOR_PTX
   for (int i = 0; i < MT; ++i)
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+    UNROLL_FOR_PTX
     for (int j = 0; j < NT8; ++j)
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   // Step s loads K tile s into registers (global reads in flight during the products), and stores and
@@ -227,17 +179,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       }
       if (s > 0) {
 #endif
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         *(__local uint4*)&Ws[(chunk >> 2) * LDW + (chunk & 3) * 4] = wreg[i];
       }
 #if A_MODE == 0
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {  // activations rounded to fp16 here
         const int chunk = tid + i * NTHREADS;
         const float4 v = preg[i];
@@ -245,9 +193,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }
 #else
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i * P_STEP] = pack_half2(preg[i].x, preg[i].y);
 #endif
 #if A_MODE == 2
@@ -258,9 +204,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 
     if (s < tiles) {
       const int k0 = k_begin + s * TC_TK;
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
@@ -274,9 +218,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         }
       }
 #if A_MODE == 0
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         const int m = m0 + (chunk >> 3), k = k0 + (chunk & 7) * 4;
@@ -290,9 +232,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         }
       }
 #else
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; ++i) {
         const int k = k0 + 2 * (p_pair0 + i * P_STEP);
         float v[2] = {0.0f, 0.0f};
@@ -313,15 +253,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     }
 
     if (s > 0) {
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int ks = 0; ks < 2; ++ks) {
-#if GEMM_TC_PTX
+#if SDT_PTX
         uint af[MT][4], bf[NT8][2];
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+        UNROLL_FOR_PTX
         for (int i = 0; i < MT; ++i) {
           const int base = (wa0 + 16 * i + g) * LDW + ks * 8 + t;
           af[i][0] = XA[base];
@@ -329,21 +265,15 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           af[i][2] = XA[base + 4];
           af[i][3] = XA[base + 8 * LDW + 4];
         }
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+        UNROLL_FOR_PTX
         for (int j = 0; j < NT8; ++j) {
           const int base = (wb0 + 8 * j + g) * LDW + ks * 8 + t;
           bf[j][0] = XB[base];
           bf[j][1] = XB[base + 4];
         }
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+        UNROLL_FOR_PTX
         for (int i = 0; i < MT; ++i)
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+          UNROLL_FOR_PTX
           for (int j = 0; j < NT8; ++j) MMA_16x8x16(acc[i][j], af[i], bf[j]);
 #else
         for (int i = 0; i < MT; ++i)
@@ -356,17 +286,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 
   // ---- epilogue: the lane's outputs are rows r (+8) and cols c, c + 1 of each mma tile.
   const int row0 = (A_MODE == 0 ? m0 : n0) + wa0, col0 = (A_MODE == 0 ? n0 : m0) + wb0;
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+  UNROLL_FOR_PTX
   for (int i = 0; i < MT; ++i) {
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+    UNROLL_FOR_PTX
     for (int j = 0; j < NT8; ++j) {
-#if GEMM_TC_PTX
-#pragma unroll
-#endif
+      UNROLL_FOR_PTX
       for (int e = 0; e < 4; ++e) {
         const int r = row0 + 16 * i + g + (e >> 1) * 8;
         const int c = col0 + 8 * j + 2 * t + (e & 1);

@@ -38,24 +38,25 @@ constexpr SizePreset kPresets[] = {
 
 // Where in one image's work a stage starts, for a progress bar that moves steadily (UNet steps share 0.1..0.7).
 double stage_fraction(const ProgressInfo& p) {
-  const QString s = p.stage.toLower();
-  if (s.contains(QLatin1String("token"))) return 0.02;
-  if (s.contains(QLatin1String("text"))) return 0.05;
-  if (s.contains(QLatin1String("encode"))) return 0.08;
-  if (s.contains(QLatin1String("unet"))) {
-    const int steps = std::max(1, p.steps);
-    return 0.1 + 0.6 * double(std::clamp(p.step - 1, 0, steps)) / steps;
+  switch (p.stage) {
+    case sdt::Stage::Tokenize: return 0.02;
+    case sdt::Stage::TextEncoder: return 0.05;
+    case sdt::Stage::VaeEncode: return 0.08;
+    case sdt::Stage::Unet: {
+      const int steps = std::max(1, p.steps);
+      return 0.1 + 0.6 * double(std::clamp(p.step - 1, 0, steps)) / steps;
+    }
+    case sdt::Stage::VaeDecode: return 0.72;
+    case sdt::Stage::TaesdDecode: return 0.88;
+    case sdt::Stage::ReadBack:
+    case sdt::Stage::Checks: return 0.96;
   }
-  if (s.contains(QLatin1String("taesd"))) return 0.88;
-  if (s.contains(QLatin1String("vae")) || s.contains(QLatin1String("decode"))) return 0.72;
-  if (s.contains(QLatin1String("read"))) return 0.96;
   return 0.0;
 }
 
 QString stage_text(const ProgressInfo& p) {
-  if (p.stage.toLower().contains(QLatin1String("unet")) && p.steps > 0)
-    return QObject::tr("UNet step %1 of %2").arg(p.step).arg(p.steps);
-  QString s = p.stage;
+  if (p.stage == sdt::Stage::Unet && p.steps > 0) return QObject::tr("UNet step %1 of %2").arg(p.step).arg(p.steps);
+  QString s = QString::fromUtf8(sdt::stage_title(p.stage));
   if (!s.isEmpty()) s[0] = s[0].toUpper();
   return s;
 }
@@ -137,7 +138,7 @@ QWidget* ControlsPanel::build_image_group() {
     auto* spin = new QSpinBox;
     spin->setObjectName(QString::fromLatin1(name));
     spin->setRange(Settings::kMinSide, Settings::kMaxSide);
-    spin->setSingleStep(64);
+    spin->setSingleStep(sdt::kImageSideMultiple);
     spin->setStepType(QAbstractSpinBox::DefaultStepType);
     spin->setSuffix(tr(" px"));
     spin->setKeyboardTracking(false);
@@ -155,7 +156,7 @@ QWidget* ControlsPanel::build_image_group() {
 
   steps_ = new QSpinBox;
   steps_->setObjectName(QStringLiteral("steps"));
-  steps_->setRange(1, 4);
+  steps_->setRange(sdt::kMinSteps, sdt::kMaxSteps);
   steps_->setToolTip(tr("SD-Turbo is made for 1 step; 2–4 add detail"));
   connect(steps_, &QSpinBox::valueChanged, this, [this](int v) {
     if (!updating_) settings_->set_steps(v);
@@ -449,7 +450,7 @@ void ControlsPanel::apply(const ImageParameters& p) {
     seed_->setText(QString::number(*p.seed));
     random_seed_->setChecked(false);
   }
-  if (p.steps >= 1 && p.steps <= 4) steps_->setValue(p.steps);
+  if (p.steps >= sdt::kMinSteps && p.steps <= sdt::kMaxSteps) steps_->setValue(p.steps);
   if (p.width > 0 && p.height > 0) {
     updating_ = true;
     width_->setValue(Settings::snap_side(p.width));

@@ -262,7 +262,7 @@ void EngineWorker::generate(const GenerationJob& job) {
         info.job_id = job.id;
         info.index = index;
         info.count = count;
-        info.stage = QString::fromStdString(p.stage);
+        info.stage = p.stage;
         info.step = p.step;
         info.steps = p.steps;
         post_handoff([&] { Q_EMIT progress(info); });

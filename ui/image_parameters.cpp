@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "sdt/stage.hpp"
+
 namespace sdt::ui {
 namespace {
 
@@ -35,14 +37,25 @@ std::optional<quint64> to_seed(const QJsonValue& v) {
   return std::nullopt;
 }
 
+// The timings' JSON fields of the stages: "<stage key>_ms", and "unet_step_ms" for the UNet's steps.
+QString ms_key(sdt::Stage stage) {
+  return QString::fromUtf8(sdt::stage_key(stage)) + QStringLiteral("_ms");
+}
+QString unet_steps_key() {
+  return QString::fromUtf8(sdt::stage_key(sdt::Stage::Unet)) + QStringLiteral("_step_ms");
+}
+
 // Stages in pipeline order; QJsonObject sorts its keys, so the order is restored from this list.
 int stage_rank(const QString& key) {
-  static const char* const kOrder[] = {"kernel_build_ms", "tokenize_ms",  "text_encoder_ms",  "text_cache_hit",
-                                       "vae_encode_ms",   "unet_step_ms", "vae_decode_ms",    "taesd_decode_ms",
-                                       "readback_ms",     "total_ms",     "peak_device_bytes"};
-  for (int i = 0; i < int(std::size(kOrder)); ++i)
-    if (key == QLatin1String(kOrder[i])) return i;
-  return int(std::size(kOrder));
+  using sdt::Stage;
+  static const QStringList kOrder = {QStringLiteral("kernel_build_ms"), ms_key(Stage::Tokenize),
+                                     ms_key(Stage::TextEncoder),         QStringLiteral("text_cache_hit"),
+                                     ms_key(Stage::VaeEncode),           unet_steps_key(),
+                                     ms_key(Stage::VaeDecode),           ms_key(Stage::TaesdDecode),
+                                     ms_key(Stage::ReadBack),            QStringLiteral("total_ms"),
+                                     QStringLiteral("peak_device_bytes")};
+  const int rank = static_cast<int>(kOrder.indexOf(key));
+  return rank >= 0 ? rank : static_cast<int>(kOrder.size());
 }
 
 void read_timings(const QJsonObject& timings, ImageParameters& out) {
@@ -66,11 +79,12 @@ void read_timings(const QJsonObject& timings, ImageParameters& out) {
       out.timings.append({QStringLiteral("run"), value.toBool() ? QStringLiteral("cold") : QStringLiteral("warm")});
     } else if (value.isBool()) {
       out.timings.append({label, value.toBool() ? QStringLiteral("yes") : QStringLiteral("no")});
-    } else if (value.isArray() && key == QLatin1String("unet_step_ms")) {
+    } else if (value.isArray() && key == unet_steps_key()) {
       const QJsonArray steps = value.toArray();
       for (int i = 0; i < steps.size(); ++i)
         if (steps[i].isDouble())
-          out.timings.append({QStringLiteral("unet step %1").arg(i + 1), format_ms(steps[i].toDouble())});
+          out.timings.append(
+              {QString::fromStdString(sdt::stage_label(sdt::Stage::Unet, i + 1)), format_ms(steps[i].toDouble())});
     }
   }
 }
@@ -170,17 +184,18 @@ QByteArray timings_json(const sdt::StageTimings& t, const std::string& device, b
   o.insert(QStringLiteral("format"), QStringLiteral("sdturbo-studio-timings/1"));
   o.insert(QStringLiteral("device"), QString::fromStdString(device));
   o.insert(QStringLiteral("cold"), cold);
+  using sdt::Stage;
   if (t.kernel_build_ms > 0) o.insert(QStringLiteral("kernel_build_ms"), t.kernel_build_ms);
-  o.insert(QStringLiteral("tokenize_ms"), t.tokenize_ms);
-  o.insert(QStringLiteral("text_encoder_ms"), t.text_encoder_ms);
+  o.insert(ms_key(Stage::Tokenize), t.tokenize_ms);
+  o.insert(ms_key(Stage::TextEncoder), t.text_encoder_ms);
   o.insert(QStringLiteral("text_cache_hit"), t.text_cache_hit);
-  if (t.vae_encode_ms > 0) o.insert(QStringLiteral("vae_encode_ms"), t.vae_encode_ms);
+  if (t.vae_encode_ms > 0) o.insert(ms_key(Stage::VaeEncode), t.vae_encode_ms);
   QJsonArray steps;
   for (double ms : t.unet_step_ms) steps.append(ms);
-  o.insert(QStringLiteral("unet_step_ms"), steps);
-  if (t.vae_decode_ms > 0) o.insert(QStringLiteral("vae_decode_ms"), t.vae_decode_ms);
-  if (t.taesd_decode_ms > 0) o.insert(QStringLiteral("taesd_decode_ms"), t.taesd_decode_ms);
-  o.insert(QStringLiteral("readback_ms"), t.readback_ms);
+  o.insert(unet_steps_key(), steps);
+  if (t.vae_decode_ms > 0) o.insert(ms_key(Stage::VaeDecode), t.vae_decode_ms);
+  if (t.taesd_decode_ms > 0) o.insert(ms_key(Stage::TaesdDecode), t.taesd_decode_ms);
+  o.insert(ms_key(Stage::ReadBack), t.readback_ms);
   o.insert(QStringLiteral("total_ms"), t.total_ms);
   return QJsonDocument(o).toJson(QJsonDocument::Compact);
 }

@@ -99,14 +99,15 @@ void Settings::set_prompt(const QString& prompt) {
 }
 
 int Settings::steps() const {
-  return std::clamp(value(keys::kSteps, 1).toInt(), 1, 4);
+  return std::clamp(value(keys::kSteps, 1).toInt(), sdt::kMinSteps, sdt::kMaxSteps);
 }
 void Settings::set_steps(int steps) {
-  store(keys::kSteps, std::clamp(steps, 1, 4));
+  store(keys::kSteps, std::clamp(steps, sdt::kMinSteps, sdt::kMaxSteps));
 }
 
 int Settings::snap_side(int side) {
-  const int snapped = ((side + 32) / 64) * 64;
+  constexpr int m = sdt::kImageSideMultiple;
+  const int snapped = ((side + m / 2) / m) * m;
   return std::clamp(snapped, kMinSide, kMaxSide);
 }
 

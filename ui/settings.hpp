@@ -14,6 +14,8 @@
 #include <QVariant>
 #include <memory>
 
+#include "sdt/engine.hpp"
+
 namespace sdt::ui {
 
 namespace keys {
@@ -40,8 +42,9 @@ inline constexpr char kWindowState[] = "window/state";
 class Settings : public QObject {
   Q_OBJECT
  public:
-  static constexpr int kMinSide = 64;
-  static constexpr int kMaxSide = 2048;
+  // The engine's request limits (sdt/engine.hpp).
+  static constexpr int kMinSide = sdt::kMinImageSide;
+  static constexpr int kMaxSide = sdt::kMaxImageSide;
   static constexpr int kMaxBatch = 64;
   static constexpr int kMaxRecentModels = 8;
 
@@ -98,7 +101,7 @@ class Settings : public QObject {
 
   static QString default_gallery_folder();  // <Pictures>/SD-Turbo Studio
   static QString log_folder();              // <app data>/logs
-  static int snap_side(int side);           // to a multiple of 64 within [kMinSide, kMaxSide]
+  static int snap_side(int side);           // to a multiple of sdt::kImageSideMultiple within [kMinSide, kMaxSide]
 
  Q_SIGNALS:
   void changed(const QString& key);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "sdt/stage.hpp"
+
 namespace sdt::ui {
 namespace {
 
@@ -160,14 +162,16 @@ void TimingPanel::add_generation(const GeneratedImage& image) {
     stage(tr("kernel build"), t.kernel_build_ms,
           tr("Programs built or read from the cache during this image: the "
              "first image after opening a model pays for them"));
-  stage(tr("tokenize"), t.tokenize_ms);
-  stage(t.text_cache_hit ? tr("text encoder (cached)") : tr("text encoder"), t.text_encoder_ms,
+  auto title = [](sdt::Stage s, int step = 0) { return QString::fromStdString(sdt::stage_title(s, step)); };
+  stage(title(sdt::Stage::Tokenize), t.tokenize_ms);
+  stage(title(sdt::Stage::TextEncoder) + (t.text_cache_hit ? tr(" (cached)") : QString()), t.text_encoder_ms,
         tr("The prompt's embedding is cached: the same prompt again skips the text encoder."));
-  if (t.vae_encode_ms > 0) stage(tr("VAE encode"), t.vae_encode_ms);
-  for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i) stage(tr("UNet step %1").arg(i + 1), t.unet_step_ms[i]);
-  if (t.vae_decode_ms > 0) stage(tr("VAE decode"), t.vae_decode_ms);
-  if (t.taesd_decode_ms > 0) stage(tr("TAESD decode"), t.taesd_decode_ms);
-  stage(tr("read-back"), t.readback_ms);
+  if (t.vae_encode_ms > 0) stage(title(sdt::Stage::VaeEncode), t.vae_encode_ms);
+  for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i)
+    stage(title(sdt::Stage::Unet, static_cast<int>(i + 1)), t.unet_step_ms[i]);
+  if (t.vae_decode_ms > 0) stage(title(sdt::Stage::VaeDecode), t.vae_decode_ms);
+  if (t.taesd_decode_ms > 0) stage(title(sdt::Stage::TaesdDecode), t.taesd_decode_ms);
+  stage(title(sdt::Stage::ReadBack), t.readback_ms);
   auto* total_item = add_row(stages_, tr("total"), format_ms(t.total_ms));
   QFont bold = total_item->font(0);
   bold.setBold(true);

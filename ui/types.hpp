@@ -79,7 +79,7 @@ struct ProgressInfo {
   quint64 job_id = 0;
   int index = 0;  // image within the batch
   int count = 1;
-  QString stage;  // the engine's stage name: "text encoder", "unet", "vae decode", ...
+  sdt::Stage stage = sdt::Stage::TextEncoder;
   int step = 0;
   int steps = 0;
 };

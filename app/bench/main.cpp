@@ -50,14 +50,10 @@ json to_json(const Spread& s) {
   return {{"median_ms", s.median}, {"min_ms", s.min}, {"max_ms", s.max}, {"p10_ms", s.p10}, {"p90_ms", s.p90}};
 }
 
-// The stage a FLOP count belongs to, from the pipeline's stage labels.
+// The stage a FLOP count belongs to (its JSON key), from the pipeline's stage labels: UNet steps add up.
 std::string stage_of(const std::string& label) {
-  if (label.rfind("unet", 0) == 0) return "unet";
-  if (label.rfind("text", 0) == 0) return "text_encoder";
-  if (label.rfind("vae decode", 0) == 0) return "vae_decode";
-  if (label.rfind("taesd decode", 0) == 0) return "taesd_decode";
-  if (label.rfind("vae encode", 0) == 0) return "vae_encode";
-  return "other";
+  const std::optional<sdt::StageStep> s = sdt::parse_stage_label(label);
+  return s ? sdt::stage_key(s->stage) : "other";
 }
 
 struct Options {
@@ -100,12 +96,13 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     const auto& t = result.timings;
     double unet = 0;
     for (double s : t.unet_step_ms) unet += s;
-    run.stage_ms["tokenize"].push_back(t.tokenize_ms);
-    run.stage_ms["text_encoder"].push_back(t.text_encoder_ms);
-    run.stage_ms["unet"].push_back(unet);
-    if (request.decoder != sdt::Decoder::Tiny) run.stage_ms["vae_decode"].push_back(t.vae_decode_ms);
-    if (request.decoder != sdt::Decoder::Full) run.stage_ms["taesd_decode"].push_back(t.taesd_decode_ms);
-    run.stage_ms["readback"].push_back(t.readback_ms);
+    using sdt::Stage, sdt::stage_key;
+    run.stage_ms[stage_key(Stage::Tokenize)].push_back(t.tokenize_ms);
+    run.stage_ms[stage_key(Stage::TextEncoder)].push_back(t.text_encoder_ms);
+    run.stage_ms[stage_key(Stage::Unet)].push_back(unet);
+    if (request.decoder != sdt::Decoder::Tiny) run.stage_ms[stage_key(Stage::VaeDecode)].push_back(t.vae_decode_ms);
+    if (request.decoder != sdt::Decoder::Full) run.stage_ms[stage_key(Stage::TaesdDecode)].push_back(t.taesd_decode_ms);
+    run.stage_ms[stage_key(Stage::ReadBack)].push_back(t.readback_ms);
     run.stage_ms["end_to_end_host"].push_back(host_ms);
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();

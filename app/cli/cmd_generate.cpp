@@ -77,13 +77,16 @@ void print_timings(const Engine& engine, const Result& r) {
     else
       std::fprintf(stderr, "%-14s %10.1f %10s %s\n", name.c_str(), ms, "", note);
   };
-  row("tokenize", t.tokenize_ms, "-");
-  row("text encoder", t.text_encoder_ms, {}, t.text_cache_hit ? "(cached prompt)" : "");
-  if (t.stage_peak_bytes.count("vae encode")) row("vae encode", t.vae_encode_ms);
-  for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i) row("unet step " + std::to_string(i + 1), t.unet_step_ms[i]);
-  if (t.stage_peak_bytes.count("vae decode")) row("vae decode", t.vae_decode_ms);
-  if (t.stage_peak_bytes.count("taesd decode")) row("taesd decode", t.taesd_decode_ms);
-  row("read-back", t.readback_ms);
+  // Device stages that did not run have no peak entry.
+  auto ran = [&](Stage stage) { return t.stage_peak_bytes.count(stage_label(stage)) > 0; };
+  row(stage_label(Stage::Tokenize), t.tokenize_ms, "-");
+  row(stage_label(Stage::TextEncoder), t.text_encoder_ms, {}, t.text_cache_hit ? "(cached prompt)" : "");
+  if (ran(Stage::VaeEncode)) row(stage_label(Stage::VaeEncode), t.vae_encode_ms);
+  for (std::size_t i = 0; i < t.unet_step_ms.size(); ++i)
+    row(stage_label(Stage::Unet, static_cast<int>(i + 1)), t.unet_step_ms[i]);
+  if (ran(Stage::VaeDecode)) row(stage_label(Stage::VaeDecode), t.vae_decode_ms);
+  if (ran(Stage::TaesdDecode)) row(stage_label(Stage::TaesdDecode), t.taesd_decode_ms);
+  row(stage_label(Stage::ReadBack), t.readback_ms);
   if (t.kernel_build_ms > 0) row("kernel build", t.kernel_build_ms, "-", "(first run only)");
   row("total", t.total_ms, "-", "(host clock)");
   const LoadTimings& l = engine.load_timings();
@@ -105,10 +108,16 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
   j["height"] = request.height;
   j["steps"] = request.steps;
   j["decoder"] = to_string(request.decoder);
-  j["stages_ms"] = {
-      {"tokenize", t.tokenize_ms},    {"text_encoder", t.text_encoder_ms}, {"vae_encode", t.vae_encode_ms},
-      {"unet_steps", t.unet_step_ms}, {"vae_decode", t.vae_decode_ms},     {"taesd_decode", t.taesd_decode_ms},
-      {"readback", t.readback_ms},    {"kernel_build", t.kernel_build_ms}, {"total", t.total_ms}};
+  nlohmann::json& stages = j["stages_ms"];
+  stages[stage_key(Stage::Tokenize)] = t.tokenize_ms;
+  stages[stage_key(Stage::TextEncoder)] = t.text_encoder_ms;
+  stages[stage_key(Stage::VaeEncode)] = t.vae_encode_ms;
+  stages[std::string(stage_key(Stage::Unet)) + "_steps"] = t.unet_step_ms;
+  stages[stage_key(Stage::VaeDecode)] = t.vae_decode_ms;
+  stages[stage_key(Stage::TaesdDecode)] = t.taesd_decode_ms;
+  stages[stage_key(Stage::ReadBack)] = t.readback_ms;
+  stages["kernel_build"] = t.kernel_build_ms;
+  stages["total"] = t.total_ms;
   j["text_cache_hit"] = t.text_cache_hit;
   j["peak_device_bytes"] = t.peak_device_bytes;
   j["stage_peak_bytes"] = t.stage_peak_bytes;
@@ -199,9 +208,9 @@ int run_generate(const Options& o) {
   if (o.verbose)
     progress = [](const Progress& p) {
       if (p.steps > 0)
-        std::fprintf(stderr, "  %s %d/%d\n", p.stage.c_str(), p.step, p.steps);
+        std::fprintf(stderr, "  %s %d/%d\n", stage_name(p.stage), p.step, p.steps);
       else
-        std::fprintf(stderr, "  %s\n", p.stage.c_str());
+        std::fprintf(stderr, "  %s\n", stage_name(p.stage));
     };
   const Result result = engine.generate(request, progress, &g_cancel);
   for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());

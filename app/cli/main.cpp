@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
-    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "%s\n", sdt::cli::hint_line(e).c_str());
     return e.kind() == sdt::ErrorKind::Cancelled ? 130 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "sdt/error.hpp"
+
 namespace sdt::cli {
 
 struct Options {
@@ -42,6 +44,11 @@ struct Options {
   std::string timings;
   bool verbose = false;
 };
+
+// The flag that changes each setting the engine's hints name (they name no front end's controls), and a hint line
+// with them: "hint: give a TAESD decoder …, or use the full VAE decoder (--taesd PATH, --decoder)".
+const char* flag_for(Setting setting);
+std::string hint_line(const Error& error);
 
 int run_list_devices(const Options& options);
 int run_inspect(const Options& options);

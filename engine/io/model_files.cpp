@@ -310,7 +310,7 @@ ModelFiles open_model(const Architecture& architecture, const std::string& model
   }
   if (looks_like_taesd(path)) {
     throw Error(ErrorKind::BadModel, model + " is TAESD (a fast decoder), not a whole model",
-                "pass it with --taesd next to an SD-Turbo model");
+                "give it as the TAESD beside an SD-Turbo model", {Setting::Model, Setting::Taesd});
   }
   if (fs::is_directory(path, ec)) {
     open_diffusers_folder(architecture, path, m);

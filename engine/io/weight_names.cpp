@@ -260,10 +260,11 @@ SingleFileLayout classify_single_file(const std::vector<std::string>& names, con
       if (predicate(n)) return &n;
     return nullptr;
   };
-  const auto refuse = [&](const std::string& what, const std::string* example, std::string hint) {
+  const auto refuse = [&](const std::string& what, const std::string* example, std::string hint,
+                          std::vector<Setting> settings = {}) {
     throw Error(ErrorKind::BadModel,
                 source + ": " + what + (example ? " (found '" + printable(*example, 100) + "')" : std::string()),
-                std::move(hint));
+                std::move(hint), std::move(settings));
   };
   const std::string supported = "SD-Turbo (SD 2.x) is supported";
   if (names.empty()) refuse("the file holds no tensors", nullptr, "not a model");
@@ -302,10 +303,12 @@ SingleFileLayout classify_single_file(const std::vector<std::string>& names, con
     return sgm_text ? SingleFileLayout::Sgm : SingleFileLayout::Ldm;
   }
   if (looks_like_original_taesd(names))
-    refuse("this is a TAESD encoder or decoder, not a model", &names.front(), "pass it with --taesd");
+    refuse("this is a TAESD encoder or decoder, not a model", &names.front(), "give it as the TAESD of a model",
+           {Setting::Taesd});
   if (const auto* n = any(
           [](const std::string& s) { return starts_with(s, "decoder.layers.") || starts_with(s, "encoder.layers."); }))
-    refuse("this looks like TAESD (AutoencoderTiny) weights, not a model", n, "pass its folder with --taesd");
+    refuse("this looks like TAESD (AutoencoderTiny) weights, not a model", n, "give its folder as the TAESD of a model",
+           {Setting::Taesd});
   const bool vae_only = std::all_of(names.begin(), names.end(), [](const std::string& s) {
     return starts_with(s, "encoder.") || starts_with(s, "decoder.") || starts_with(s, "quant_conv.") ||
            starts_with(s, "post_quant_conv.") || starts_with(s, kLdmVaePrefix) || starts_with(s, "loss.");

@@ -5,7 +5,7 @@
 // and the memory used is the output's alone, whatever the sequence length. Wider heads (the VAE's single
 // 512-wide head over H·W/64 tokens) run as blocked GEMMs on kernels/gemm.cl: for a block of query rows,
 // S = Q·Kᵀ, a row softmax, then O = S·V with V transposed once per head; the block is sized so the scores take
-// at most attention_block_budget() bytes (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
+// at most the tuning's attention_block_bytes() (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
 // tiled GEMM runs these wide products faster than a flash kernel whose output tile must stay in registers.
 #include <algorithm>
 #include <cmath>
@@ -21,11 +21,11 @@ constexpr std::size_t kSoftmaxThreads = 256;
 void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
                      bool causal, float scale, Tensor& out) {
   const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
-  detail::AttentionConfig config = detail::attention_config(ctx, head_dim);
+  detail::AttentionConfig config = ctx.tuning().attention(head_dim);
   cl_kernel kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   if (const std::size_t limit = detail::kernel_work_group_limit(ctx, kernel);
       limit < static_cast<std::size_t>(config.threads())) {
-    config = detail::attention_fallback_config(head_dim, limit);
+    config = cl::Tuning::attention_fallback(head_dim, limit);
     kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   }
   const int ld = static_cast<int>(q.dim(1));
@@ -43,7 +43,7 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
   const int width = static_cast<int>(q.dim(1));
   const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
   const int rows = static_cast<int>(
-      std::clamp<std::size_t>(detail::attention_block_budget() / row_bytes, 1, static_cast<std::size_t>(Tq)));
+      std::clamp<std::size_t>(ctx.tuning().attention_block_bytes() / row_bytes, 1, static_cast<std::size_t>(Tq)));
   Tensor scores = empty(ctx, {rows, Tk});   // [rows, Tk]: S, then P in place
   Tensor v_t = empty(ctx, {head_dim, Tk});  // [D, Tk]: one head of V, transposed so P·V reads it as a weight
 

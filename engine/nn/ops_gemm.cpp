@@ -3,7 +3,6 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
-#include <atomic>
 
 #include "nn/ops_internal.hpp"
 #include "runtime/log.hpp"
@@ -15,12 +14,15 @@ namespace {
 using detail::describe;
 using detail::fail;
 
-// Modes of kernels/gemm.cl.
-constexpr int kModeLinear = 0;
-constexpr int kModeConv1x1 = 1;
-constexpr int kModeConv = 2;
-
+using detail::GemmMode;
 using detail::GemmProblem;
+
+// The build options that say how A is read (and the conv kernel size with it).
+std::string mode_defines(const GemmProblem& p) {
+  std::string defines = " -DA_MODE=" + std::to_string(static_cast<int>(p.mode));
+  if (p.mode == GemmMode::Conv) defines += " -DCONV_KS=" + std::to_string(p.ks);
+  return defines;
+}
 
 detail::GemmOperands operands(const Tensor& a, const Tensor& w, const Tensor* bias, const Tensor* residual,
                               const Tensor& out) {
@@ -70,19 +72,15 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
-std::atomic<bool> g_ptx_rejected{false};  // the driver's compiler refused gemm_tc.cl's PTX once: stop asking
-
 // kernels/gemm_tc.cl: fp16 operands on tensor cores (ptx) or its portable stand-in. False when the device
 // cannot run the kernel's work-group or its compiler refused the PTX (the caller then runs gemm.cl).
-
 bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, bool ptx) {
-  if (ptx && g_ptx_rejected) return false;
-  std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") +
-                        " -DGEMM_TC_PTX=" + (ptx ? "1" : "0") +
-                        " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
-                        " -DA_ALIGN4=" + (p.mode == kModeLinear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
-  if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
-  detail::TcConfig config = detail::tc_config(ctx, p.mode, p.M, p.N);
+  if (ptx && ctx.tuning().ptx_rejected()) return false;
+  const std::string variant =
+      mode_defines(p) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") + " -DSDT_PTX=" + (ptx ? "1" : "0") +
+      " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
+      " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
+  detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
@@ -94,24 +92,24 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   } catch (const Error& e) {
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
     if (!ptx || e.kind() != ErrorKind::Device) throw;
-    if (!g_ptx_rejected.exchange(true))
+    if (!ctx.tuning().ptx_rejected())
       log::get("engine")->warn("tensor-core GEMM did not build, using the fp32 kernels instead: {}", e.what());
+    ctx.tuning().reject_ptx();
     return false;
   }
   constexpr int kTk = 32;  // gemm_tc.cl's K step
-  // Activation rows (m) and weight rows (n) per work-group: mma rows are m in mode 0, n in the convolutions.
-  const int tile_m = p.mode == kModeLinear ? config.tm : config.tn;
-  const int tile_n = p.mode == kModeLinear ? config.tn : config.tm;
+  // Activation rows (m) and weight rows (n) per work-group: mma rows are m in linear layers, n in convolutions.
+  const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
+  const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;
   const std::size_t m_groups = (p.M + tile_m - 1) / tile_m, n_groups = (p.N + tile_n - 1) / tile_n;
-  const int splits = detail::gemm_splits(ctx, m_groups * n_groups, p.K, kTk);
+  const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, kTk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
   const cl::Range local(config.threads(), 1, 1);
   // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row.
-  std::string reduce_options = detail::gemm_config(ctx, p.mode).defines() + " -DA_MODE=" + std::to_string(p.mode) +
-                               " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  if (p.mode == kModeConv) reduce_options += " -DCONV_KS=" + std::to_string(p.ks);
+  const std::string reduce_options = ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
+                                     " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
   launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options);
   return true;
 }
@@ -119,24 +117,23 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
 }  // namespace
 
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (const TensorCores path = tensor_core_path(ctx, o.b_half); path != TensorCores::Off)
+  if (const TensorCores path = ctx.tuning().tensor_core_path(o.b_half); path != TensorCores::Off)
     if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
-  std::string variant = " -DA_MODE=" + std::to_string(p.mode) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") +
-                        " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  if (p.mode == kModeConv) variant += " -DCONV_KS=" + std::to_string(p.ks);
-  GemmConfig config = gemm_config(ctx, p.mode);
+  const std::string variant =
+      mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
+  GemmConfig config = ctx.tuning().gemm(p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = kernel_work_group_limit(ctx, kernel);
       limit < static_cast<std::size_t>(config.threads())) {
-    config = gemm_fallback_config(limit);
+    config = cl::Tuning::gemm_fallback(limit);
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   }
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
-  const int splits = gemm_splits(ctx, m_groups * n_groups, p.K, config.tk);
+  const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, config.tk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(config.tk)));
-  const bool m_fast = p.mode != kModeLinear;
+  const bool m_fast = p.mode != GemmMode::Linear;
   const cl::Range global =
       m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, splits) : cl::Range(n_groups * rtn, m_groups * rtm, splits);
   const cl::Range local = m_fast ? cl::Range(rtm, rtn, 1) : cl::Range(rtn, rtm, 1);
@@ -157,7 +154,7 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   GemmProblem p;
-  p.mode = kModeLinear;
+  p.mode = GemmMode::Linear;
   p.M = static_cast<int>(x.dim(0));
   p.N = static_cast<int>(w.dim(0));
   p.K = static_cast<int>(x.dim(1));
@@ -209,7 +206,7 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   GemmProblem p;
   const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
                          g.pad_right == 0 && !g.upsample2x;
-  p.mode = plain_1x1 ? kModeConv1x1 : kModeConv;
+  p.mode = plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv;
   p.ks = k;
   p.M = static_cast<int>(out_h * out_w);
   p.N = static_cast<int>(w.dim(0));

@@ -37,11 +37,6 @@ std::chrono::milliseconds watchdog_for(double seconds, const DeviceInfo& device)
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
 }
 
-// "unet step 2" → "unet"; other labels are already what Progress::stage documents.
-std::string progress_stage(const std::string& label) {
-  return label.rfind("unet step", 0) == 0 ? "unet" : label;
-}
-
 // Throws Error (Device) naming the stage when t holds NaN or Inf; sets `found` first so the caller knows the
 // device itself is fine (no need to rebuild the context). The stage's weights (names starting with one of
 // `weights`) are then counted too, so the message names the tensors of a damaged file.
@@ -52,7 +47,8 @@ void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& prod
   found = true;
   std::string message = producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
                         " of " + std::to_string(t.numel()) + "; no image was made";
-  std::string hint = "try --weights fp32, another device or driver";
+  std::string hint = "try fp32 weights, another device or driver";
+  std::vector<Setting> settings{Setting::WeightStorage, Setting::Device};
   const auto damaged = nn::count_non_finite_weights(ctx, index, weights);
   if (damaged.empty()) {
     message += "; its weights are all finite";
@@ -63,8 +59,9 @@ void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& prod
       message += (i ? ", " : "") + damaged[i].first + " (" + std::to_string(damaged[i].second) + ")";
     if (damaged.size() > kNamed) message += " and " + std::to_string(damaged.size() - kNamed) + " more tensors";
     hint = "the model file is damaged: download it again";
+    settings.clear();
   }
-  throw Error(ErrorKind::Device, message, hint);
+  throw Error(ErrorKind::Device, message, hint, std::move(settings));
 }
 
 }  // namespace
@@ -110,8 +107,7 @@ void Engine::Impl::open() {
   for (const auto& warning : files_.warnings) log->info("{}", warning);
   if (options_.require_taesd && !(files_.taesd && files_.taesd->has_decoder))
     throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for, and " + files_.name + " has none",
-                "pass --taesd PATH (a diffusers AutoencoderTiny folder or taesd_decoder.safetensors), put a taesd/ "
-                "folder next to the model, or use --decoder full");
+                pipeline::kNoTaesdHint, {Setting::Taesd, Setting::Decoder});
   load_ = {};
   load_.model_load_ms = ms_since(load_start);
   summary_.name = files_.name;
@@ -263,13 +259,14 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       }
       current_stage = next;
     };
-    auto hook = [&](const std::string& stage, int step, int steps) {
-      if (stage == "vae decode") vae_decode_began = true;
+    auto hook = [&](Stage stage, int step, int steps) {
+      if (stage == Stage::VaeDecode) vae_decode_began = true;
       const std::string ended = current_stage;
-      close_stage(stage);
+      const std::string label = stage_label(stage, step);
+      close_stage(label);
       fences.mark(ended);
-      if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + stage);
-      if (on_progress) on_progress({progress_stage(stage), step, steps});
+      if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + label);
+      if (on_progress) on_progress({stage, step, steps});
     };
     pipeline::DeviceOutputs out = pipeline_->run(request, hook);
     result.prompt_tokens = static_cast<int>(out.tokens.prompt_tokens);
@@ -283,25 +280,25 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     const int H = request.height, W = request.width;
     cl::Buffer rgb_vae, rgb_taesd;
     if (out.image_vae.defined()) {
-      ctx.set_stage("vae decode");
+      ctx.set_stage(stage_label(Stage::VaeDecode));
       rgb_vae = nn::to_rgb8(ctx, out.image_vae, 0.5f, 0.5f);
     }
     if (out.image_taesd.defined()) {
-      ctx.set_stage("taesd decode");
+      ctx.set_stage(stage_label(Stage::TaesdDecode));
       rgb_taesd = nn::to_rgb8(ctx, out.image_taesd, 1.0f, 0.0f);
     }
     const std::string decoded = current_stage;
-    close_stage("read-back");
+    close_stage(stage_label(Stage::ReadBack));
     fences.mark(decoded);
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
-    if (on_progress) on_progress({"read-back", 0, 0});
+    if (on_progress) on_progress({Stage::ReadBack, 0, 0});
 
     // Everything is enqueued: wait for it under the watchdog. The reads below (the checks' counts, the images) are
     // blocking and unwatched, and wait only for the small work enqueued after this point.
     ctx.finish();
 
     // NaN/Inf checks, earliest stage first so the message names where it started.
-    ctx.set_stage("checks");
+    ctx.set_stage(stage_label(Stage::Checks));
     const nn::WeightIndex& weights = pipeline_->models().weights;
     if (!out.text_cache_hit) {
       try {

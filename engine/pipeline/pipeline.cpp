@@ -72,9 +72,9 @@ const nn::Tensor& Pipeline::encode_prompt(const std::vector<std::int32_t>& ids, 
 }
 
 DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
-  auto stage = [&](const std::string& label, int step = 0, int steps = 0) {
-    ctx_.set_stage(label);
-    if (hook) hook(label, step, steps);
+  auto begin = [&](Stage stage, int step = 0, int steps = 0) {
+    ctx_.set_stage(stage_label(stage, step));
+    if (hook) hook(stage, step, steps);
   };
   // Nothing of the last generation is alive and its read-back drained the queue: the pool plans this
   // generation's buffers from the last one's requests, and what it releases here waits for nothing.
@@ -84,7 +84,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   out.tokens = tokenizer_.encode(request.prompt);
   out.tokenize_ms = ms_since(tokenize_start);
 
-  stage("text encoder");
+  begin(Stage::TextEncoder);
   out.text_hidden = &encode_prompt(out.tokens.ids, &out.text_cache_hit);
 
   out.schedule = scheduler_.schedule(request.steps);
@@ -98,7 +98,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
       throw Error(ErrorKind::BadRequest,
                   "img2img: strength " + std::to_string(request.strength) + " with " + std::to_string(request.steps) +
                       " steps runs no denoising step",
-                  "use steps × strength ≥ 1");
+                  "use steps × strength ≥ 1", {Setting::Steps, Setting::Strength});
     out.begin_index = start.begin_index;
     latents = initial_latents_img2img(request, out.schedule, start.begin_index, generator, out, hook);
   } else {
@@ -111,7 +111,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   const int steps_run = out.schedule.num_steps() - out.begin_index;
   for (int i = 0; i < steps_run; ++i) {
     const int k = out.begin_index + i;
-    stage("unet step " + std::to_string(i + 1), i + 1, steps_run);
+    begin(Stage::Unet, i + 1, steps_run);
     const float sigma = out.schedule.sigmas[k];
     const float sigma_next = out.schedule.sigmas[k + 1];
     const float timestep = out.schedule.timesteps[k];
@@ -123,7 +123,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   }
 
   if (request.decoder == Decoder::Full || request.decoder == Decoder::Both) {
-    stage("vae decode");
+    begin(Stage::VaeDecode);
     const int tile = request.vae_tile ? request.vae_tile : auto_vae_tile(shape);
     // As diffusers: latents no larger than a tile are decoded whole.
     if (request.vae_tiling == VaeTiling::Always && (tile < shape[1] || tile < shape[2])) {
@@ -135,9 +135,9 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   }
   if (request.decoder == Decoder::Tiny || request.decoder == Decoder::Both) {
     if (!models_.taesd_decoder)
-      throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for but this model has none",
-                  "pass --taesd PATH or put a taesd/ folder next to the model");
-    stage("taesd decode");
+      throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for but this model has none", kNoTaesdHint,
+                  {Setting::Taesd, Setting::Decoder});
+    begin(Stage::TaesdDecode);
     out.image_taesd = (*models_.taesd_decoder)(ctx_, latents);  // [3, H, W]
   }
   out.latents = std::move(latents);
@@ -176,8 +176,8 @@ nn::Tensor Pipeline::initial_latents_img2img(const Request& request, const Euler
   for (std::size_t p = 0; p < pixels; ++p)
     for (std::size_t c = 0; c < 3; ++c) image01[c * pixels + p] = static_cast<float>(image.rgb[p * 3 + c]) / 255.0f;
 
-  ctx_.set_stage("vae encode");
-  if (hook) hook("vae encode", 0, 0);
+  ctx_.set_stage(stage_label(Stage::VaeEncode));
+  if (hook) hook(Stage::VaeEncode, 0, 0);
   std::vector<float> init;
   if (models_.vae_encoder) {
     // VaeImageProcessor.normalize: 2x − 1.
@@ -201,7 +201,7 @@ nn::Tensor Pipeline::initial_latents_img2img(const Request& request, const Euler
     throw Error(ErrorKind::BadRequest,
                 "img2img needs an image encoder, and this model has neither the VAE encoder "
                 "nor a TAESD encoder",
-                "use a model with its full VAE, or drop --init-image");
+                "use a model with its full VAE, or leave out the init image", {Setting::Model, Setting::InitImage});
   }
   const std::vector<float> noise = generator.randn(init.size());
   std::vector<float> noisy(init.size());

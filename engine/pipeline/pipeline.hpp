@@ -30,6 +30,11 @@
 
 namespace sdt::pipeline {
 
+// The hint of every "this model has no TAESD decoder" error (with Setting::Taesd and Setting::Decoder).
+inline constexpr const char* kNoTaesdHint =
+    "give a TAESD decoder (a diffusers AutoencoderTiny folder or taesd_decoder.safetensors) or put a taesd/ folder "
+    "next to the model, or use the full VAE decoder";
+
 // The models of one engine, resident on its device. Optional parts are null when the files lack them.
 struct ResidentModels {
   nn::WeightIndex weights;  // every uploaded weight by name: to name the tensors behind a NaN
@@ -48,9 +53,10 @@ ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DT
                            const std::atomic<bool>* cancel = nullptr, const nn::WeightProgress& progress = {},
                            nn::WeightLoadStats* stats = nullptr);
 
-// Called before each stage's work is enqueued, with the stage's label ("text encoder", "vae encode",
-// "unet step 2", "vae decode", "taesd decode") and, for UNet steps, the 1-based step and the step count.
-using StageHook = std::function<void(const std::string& stage, int step, int steps)>;
+// Called before each stage's work is enqueued (TextEncoder, VaeEncode, Unet per step, VaeDecode, TaesdDecode), with
+// the 1-based step and the step count for UNet steps (0 and 0 otherwise). The context's stage label is already
+// stage_label(stage, step).
+using StageHook = std::function<void(Stage stage, int step, int steps)>;
 
 // What one generation left on the device.
 struct DeviceOutputs {

@@ -13,13 +13,8 @@ namespace sdt {
 
 namespace {
 
-constexpr int kMinSide = 64;
-constexpr int kMaxSide = 2048;
-constexpr int kMaxSteps = 4;
-constexpr int kSdMultiple = 64;  // the VAE (8) × the UNet's three halvings (8)
-
-[[noreturn]] void reject(const std::string& message, const std::string& hint = {}) {
-  throw Error(ErrorKind::BadRequest, message, hint);
+[[noreturn]] void reject(const std::string& message, const std::string& hint = {}, std::vector<Setting> settings = {}) {
+  throw Error(ErrorKind::BadRequest, message, hint, std::move(settings));
 }
 
 std::string mib(std::uint64_t bytes) {
@@ -30,19 +25,21 @@ std::string mib(std::uint64_t bytes) {
 
 void check_request(const Request& r) {
   for (const auto& [name, value] : {std::pair{"width", r.width}, std::pair{"height", r.height}}) {
-    if (value < kMinSide || value > kMaxSide || value % kSdMultiple != 0)
+    if (value < kMinImageSide || value > kMaxImageSide || value % kImageSideMultiple != 0)
       reject(std::string(name) + " " + std::to_string(value) +
-                 " is not allowed: width and height must be multiples of " + std::to_string(kSdMultiple) + " from " +
-                 std::to_string(kMinSide) + " to " + std::to_string(kMaxSide),
+                 " is not allowed: width and height must be multiples of " + std::to_string(kImageSideMultiple) +
+                 " from " + std::to_string(kMinImageSide) + " to " + std::to_string(kMaxImageSide),
              "SD-Turbo was trained at 512×512");
   }
-  if (r.steps < 1 || r.steps > kMaxSteps)
-    reject("steps " + std::to_string(r.steps) + " is not allowed: SD-Turbo runs 1 to " + std::to_string(kMaxSteps) +
-               " Euler steps",
+  if (r.steps < kMinSteps || r.steps > kMaxSteps)
+    reject("steps " + std::to_string(r.steps) + " is not allowed: SD-Turbo runs " + std::to_string(kMinSteps) +
+               " to " + std::to_string(kMaxSteps) + " Euler steps",
            "1 step is SD-Turbo's design point; 2 to 4 refine a little");
-  if (r.vae_tile != 0 && (r.vae_tile < 8 || r.vae_tile % 4 != 0 || r.vae_tile > kMaxSide / 8))
-    reject("a VAE tile of " + std::to_string(r.vae_tile) + " latents is not allowed: a multiple of 4 from 8 to " +
-               std::to_string(kMaxSide / 8) + " (0 chooses one)",
+  if (r.vae_tile != 0 && (r.vae_tile < kMinVaeTile || r.vae_tile % kVaeTileMultiple != 0 ||
+                          r.vae_tile > kMaxImageSide / 8))
+    reject("a VAE tile of " + std::to_string(r.vae_tile) + " latents is not allowed: a multiple of " +
+               std::to_string(kVaeTileMultiple) + " from " + std::to_string(kMinVaeTile) + " to " +
+               std::to_string(kMaxImageSide / 8) + " (0 chooses one)",
            "a tile of 32 latents is 256 pixels");
   if (r.init_image) {
     const Image& image = *r.init_image;
@@ -54,7 +51,7 @@ void check_request(const Request& r) {
     if (image.width != r.width || image.height != r.height)
       reject("the init image is " + std::to_string(image.width) + "×" + std::to_string(image.height) +
                  " but the request is " + std::to_string(r.width) + "×" + std::to_string(r.height),
-             "resize the image, or ask for its size (the CLI does when --width/--height are not given)");
+             "resize the image, or ask for its size", {Setting::InitImage, Setting::Size});
     if (!(r.strength > 0.0 && r.strength <= 1.0))
       reject("strength " + std::to_string(r.strength) + " is outside (0, 1]",
              "0.5 keeps the composition; 1.0 ignores the init image");
@@ -62,7 +59,7 @@ void check_request(const Request& r) {
     if (start.steps_run < 1)
       reject("strength " + std::to_string(r.strength) + " with " + std::to_string(r.steps) +
                  " steps runs no denoising step (diffusers runs int(steps × strength) steps)",
-             "raise --strength or --steps so that steps × strength ≥ 1");
+             "raise the strength or the steps so that steps × strength ≥ 1", {Setting::Strength, Setting::Steps});
   }
 }
 
@@ -79,11 +76,10 @@ void Engine::Impl::validate(const Request& r) const {
   if (tiny && !(files_.taesd && files_.taesd->has_decoder))
     reject(std::string("decoder \"") + to_string(r.decoder) + "\" needs TAESD, and " + summary_.name +
                " has no TAESD decoder",
-           "pass --taesd PATH (a diffusers AutoencoderTiny folder or taesd_decoder.safetensors), put a taesd/ folder "
-           "next to the model, or use --decoder full");
+           pipeline::kNoTaesdHint, {Setting::Taesd, Setting::Decoder});
   if (r.init_image && !files_.has_vae_encoder && !(files_.taesd && files_.taesd->has_encoder))
     reject("img2img needs an image encoder, and " + summary_.name + " has neither the VAE encoder nor TAESD's",
-           "use a model with its full VAE, or leave out the init image");
+           "use a model with its full VAE, or leave out the init image", {Setting::Model, Setting::InitImage});
 
   // The largest single activation must fit into one device allocation: the full-resolution maps of the
   // decoders (VAE: the widest of its two highest-resolution levels; TAESD: its blocks' width).
@@ -96,7 +92,7 @@ void Engine::Impl::validate(const Request& r) const {
     throw Error(ErrorKind::OutOfMemory,
                 std::to_string(r.width) + "×" + std::to_string(r.height) + " needs single buffers of " + mib(largest) +
                     ", and " + device_.name + " allows at most " + mib(device_.max_allocation) + " per buffer",
-                "use a smaller size (SD-Turbo is made for 512×512)");
+                "use a smaller size (SD-Turbo is made for 512×512)", {Setting::Size});
 }
 
 }  // namespace sdt

@@ -1,6 +1,7 @@
 #include "pipeline/stage_timing.hpp"
 
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace sdt::pipeline {
@@ -18,22 +19,24 @@ void StageFences::mark(const std::string& ended) {
 
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
                        std::vector<KernelProfileEntry>* profile) {
-  static const std::string kUnetStep = "unet step ";
   std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
   for (const auto& k : recorded) {
-    if (k.stage == "text encoder")
-      t.text_encoder_ms += k.duration_ms;
-    else if (k.stage == "vae encode")
-      t.vae_encode_ms += k.duration_ms;
-    else if (k.stage == "vae decode")
-      t.vae_decode_ms += k.duration_ms;
-    else if (k.stage == "taesd decode")
-      t.taesd_decode_ms += k.duration_ms;
-    else if (k.stage.rfind(kUnetStep, 0) == 0) {
-      const std::size_t step = std::stoul(k.stage.substr(kUnetStep.size()));
-      if (step >= 1) {
-        if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
-        t.unet_step_ms[step - 1] += k.duration_ms;
+    if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
+      switch (s->stage) {
+        case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
+        case Stage::VaeEncode: t.vae_encode_ms += k.duration_ms; break;
+        case Stage::VaeDecode: t.vae_decode_ms += k.duration_ms; break;
+        case Stage::TaesdDecode: t.taesd_decode_ms += k.duration_ms; break;
+        case Stage::Unet:
+          if (s->step >= 1) {
+            const auto step = static_cast<std::size_t>(s->step);
+            if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
+            t.unet_step_ms[step - 1] += k.duration_ms;
+          }
+          break;
+        case Stage::Tokenize:
+        case Stage::ReadBack:
+        case Stage::Checks: break;
       }
     }
     if (profile) {

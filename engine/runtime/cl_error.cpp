@@ -82,7 +82,7 @@ const char* error_hint(cl_int status) {
   switch (status) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
     case CL_OUT_OF_RESOURCES:
-      return "the device ran out of memory or resources: try a smaller size, --weights fp16, the TAESD decoder, "
+      return "the device ran out of memory or resources: try a smaller size, fp16 weights, the TAESD decoder, "
              "or close other programs that use the GPU";
     case CL_OUT_OF_HOST_MEMORY: return "the computer ran out of memory";
     case CL_DEVICE_NOT_FOUND:
@@ -97,8 +97,9 @@ const char* error_hint(cl_int status) {
       return "the device was lost or reset (driver crash or timeout); the engine will recreate its context";
     case CL_INVALID_BINARY: return "a cached kernel binary was rejected; it will be rebuilt from source";
     case CL_INVALID_WORK_GROUP_SIZE:
-      return "the kernel's work-group size does not fit this device; please report it with --list-devices output";
-    default: return "please report it with the log file and the output of `sdturbo-cli --list-devices`";
+      return "the kernel's work-group size does not fit this device; please report it with the list of OpenCL "
+             "devices";
+    default: return "please report it with the log file and the list of OpenCL devices";
   }
 }
 
@@ -174,7 +175,10 @@ void check(cl_int status, const char* call, std::string_view context) {
   if (!context.empty()) message += " while " + std::string(context);
   const bool oom = status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
                    status == CL_OUT_OF_HOST_MEMORY;
-  throw Error(oom ? ErrorKind::OutOfMemory : ErrorKind::Device, message, error_hint(status));
+  std::vector<Setting> settings;
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES)
+    settings = {Setting::Size, Setting::WeightStorage, Setting::Decoder};
+  throw Error(oom ? ErrorKind::OutOfMemory : ErrorKind::Device, message, error_hint(status), std::move(settings));
 }
 
 }  // namespace sdt::cl

@@ -58,7 +58,9 @@ std::string device_build_defines(const DeviceInfo& info) {
   return defines;
 }
 
-Context::Context(const DeviceHandle& device, const ContextOptions& options) : device_(device) {
+Context::Context(const DeviceHandle& device, const ContextOptions& options)
+    : device_(device),
+      tuning_(Tuning::for_device(device, options.tuning ? *options.tuning : overrides_from_environment())) {
   cl_int status = CL_SUCCESS;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device.platform), 0};
   cl_device_id id = device.device;
@@ -299,8 +301,8 @@ void Context::wait(cl_event event, std::string_view what) {
                   "the device " + device_.info.name + " did not finish " + std::string(what) + " within " + seconds +
                       " s: a kernel hung or the driver stopped responding",
                   "the engine reopens the device for the next request; if it happens again, update the driver or "
-                  "try a smaller image (a slow device may need a longer watchdog: --watchdog SECONDS, 0 turns it "
-                  "off)");
+                  "try a smaller image (a slow device may need a longer watchdog, or none)",
+                  {Setting::Size, Setting::Watchdog});
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -26,6 +27,7 @@
 #include "runtime/cl_error.hpp"
 #include "runtime/devices.hpp"
 #include "runtime/program_cache.hpp"
+#include "runtime/tuning.hpp"
 
 namespace sdt::cl {
 
@@ -96,6 +98,9 @@ struct ContextOptions {
   // The longest the host waits for the device to pass one point of the queue (a stage boundary, the read-back)
   // before it declares the device hung: zero waits without limit. See Context::wait().
   std::chrono::milliseconds watchdog{0};
+  // What the kernels' tuning table is overridden with from the start (runtime/tuning.hpp); nullopt: what the
+  // environment says (overrides_from_environment()), as for every context the engine opens.
+  std::optional<TuningOverrides> tuning;
 };
 
 class Context {
@@ -136,8 +141,13 @@ class Context {
   // Programs and kernels are cached in memory; program binaries on disk.
   cl_kernel kernel(std::string_view program, std::string_view name, const std::string& options = {});
   ProgramCache& programs() { return *programs_; }
-  // "-D..." options describing this device (vendor, tunables) prepended to every build.
+  // "-D..." options describing this device (vendor, capabilities) prepended to every build.
   const std::string& device_defines() const { return device_defines_; }
+  // The kernels' tile choices for this device: its row of the tuning table with any overrides applied.
+  const Tuning& tuning() const { return tuning_; }
+  Tuning& tuning() { return tuning_; }
+  // Tests and tuning runs: replaces the explicit overrides (see Tuning::set_overrides).
+  void set_tuning_overrides(const TuningOverrides& overrides) { tuning_.set_overrides(overrides); }
 
   // ---- launching ----
   template <typename... Args>
@@ -199,6 +209,7 @@ class Context {
   ContextHandle context_;
   QueueHandle queue_;
   std::string device_defines_;
+  Tuning tuning_;
   std::unique_ptr<ProgramCache> programs_;
   std::unordered_map<std::string, KernelHandle> kernels_;
   std::unordered_map<cl_kernel, std::string> kernel_names_;
@@ -223,7 +234,7 @@ class Context {
   std::map<std::string, double> flops_;
 };
 
-// "-DSDT_VENDOR_NVIDIA=1 ..." for a device: vendor flags and the tunables' row of the per-device table.
+// "-DSDT_VENDOR_NVIDIA=1 ..." for a device: vendor and capability flags.
 std::string device_build_defines(const DeviceInfo& info);
 
 }  // namespace sdt::cl

@@ -21,7 +21,11 @@ std::string compose(const std::string& message, const std::string& hint) {
 }
 }  // namespace
 
-Error::Error(ErrorKind kind, const std::string& message, std::string hint)
-    : std::runtime_error(compose(message, hint)), kind_(kind), message_(message), hint_(std::move(hint)) {}
+Error::Error(ErrorKind kind, const std::string& message, std::string hint, std::vector<Setting> settings)
+    : std::runtime_error(compose(message, hint)),
+      kind_(kind),
+      message_(message),
+      hint_(std::move(hint)),
+      settings_(std::move(settings)) {}
 
 }  // namespace sdt

@@ -5,8 +5,9 @@
 #include <vector>
 
 namespace sdt::kernels {
-// The source of kernels/<name>.cl, or an empty view when there is no such file.
+// The program built from kernels/<name>.cl: the prelude kernels/common.cl, a #line directive, then the file; for
+// "common" the prelude alone. An empty view when there is no such file.
 std::string_view source(std::string_view name);
-// Every embedded file's name (without the .cl extension).
+// Every embedded file's name (without the .cl extension), "common" included.
 std::vector<std::string_view> names();
 }  // namespace sdt::kernels

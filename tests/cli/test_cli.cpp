@@ -353,6 +353,28 @@ TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// The engine's hints name no flags (the app shows them too); the CLI adds the flags of the settings a hint names.
+TEST(Cli, HintsEndWithTheFlagsOfTheSettingsTheyName) {
+  TempDir dir("sdt-test-cli");
+  const std::string out = (dir.path() / "out.png").string();
+  const CliRun size = run_cli({"--model", fixture("model"), "--prompt", "x", "--output", out, "--device",
+                               "no-such-device-anywhere", "--init-image", fixture("img2img_input.png"), "--width",
+                               "256"},
+                              false);
+  EXPECT_NE(size.err.find("hint: resize the image, or ask for its size (--init-image, --width, --height)\n"),
+            std::string::npos)
+      << size.err;
+  // A single-file checkpoint with no TAESD beside it, asked for the TAESD decoder: refused before any device.
+  const fs::path model = dir.path() / "model.safetensors";
+  fs::create_symlink(fs::absolute(fs::path(fixture("model.ldm.safetensors"))), model);
+  const CliRun taesd = run_cli({"--model", model.string(), "--prompt", "x", "--output", out, "--device",
+                                "no-such-device-anywhere", "--decoder", "tiny"},
+                               false);
+  EXPECT_EQ(taesd.exit_code, 1);
+  EXPECT_NE(taesd.err.find("use the full VAE decoder (--taesd PATH, --decoder)\n"), std::string::npos) << taesd.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 #ifndef _WIN32
 TEST(Cli, CtrlCCancelsCleanlyAndWritesNoFile) {
   TempDir dir("sdt-test-cli");

@@ -23,6 +23,25 @@ cl::DeviceHandle test_device();
 // A context on test_device() with a fresh, private kernel cache folder (no state shared between tests).
 std::unique_ptr<cl::Context> make_context();
 
+// Changes a context's tuning overrides (runtime/tuning.hpp) for one scope, then puts back the ones it had:
+//   TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+class TuningScope {
+ public:
+  template <typename Edit>
+  TuningScope(cl::Context& ctx, Edit&& edit) : ctx_(ctx), saved_(ctx.tuning().overrides()) {
+    cl::TuningOverrides changed = saved_;
+    edit(changed);
+    ctx_.set_tuning_overrides(changed);
+  }
+  ~TuningScope() { ctx_.set_tuning_overrides(saved_); }
+  TuningScope(const TuningScope&) = delete;
+  TuningScope& operator=(const TuningScope&) = delete;
+
+ private:
+  cl::Context& ctx_;
+  cl::TuningOverrides saved_;
+};
+
 // A folder under the system temp dir, removed when the object dies.
 class TempDir {
  public:

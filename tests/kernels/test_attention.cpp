@@ -94,28 +94,27 @@ TEST(Attention, EveryTileConfigurationGivesTheSameResults) {
   // The fallback rows for small work-groups and the 32-query row, on SD's head width and a padded one.
   // (Each row is a separate PoCL build of seconds, so two rows: the 64-work-item fallback and the GPUs' row
   // with 64 keys per step. The 32-query row runs by default for the 96-wide heads of the odd-shape test.)
-  const std::vector<nn::detail::AttentionConfig> configs = {{16, 16, 64, 4, 16, 4, 16}, {64, 64, 64, 16, 16, 16, 16}};
+  const std::vector<cl::AttentionConfig> configs = {{16, 16, 64, 4, 16, 4, 16}, {64, 64, 64, 16, 16, 16, 16}};
   for (const auto& config : configs) {
     ASSERT_TRUE(config.valid());
-    nn::detail::set_attention_override(config);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention = config; });
     SCOPED_TRACE(config.defines(64));
     check_attention({"config", 45, 77, 2, 64, true}, 160);
     check_attention({"config-40", 40, 50, 3, 40}, 161);
   }
-  nn::detail::set_attention_override(std::nullopt);
 }
 
 TEST(Attention, WideHeadsRunInBoundedBlocksOfQueries) {
   // A 24 KB score budget: 30 query rows of 200 keys per step, so the blocks, their edges and the causal mask
   // across blocks are all exercised; the pool holds only the output, one block and one transposed head of V.
   auto& ctx = test::kernel_context();
-  nn::detail::set_attention_block_budget(24 * 1024);
+  test::TuningScope budget(ctx, [](cl::TuningOverrides& o) { o.attention_block_bytes = 24 * 1024; });
   check_attention({"blocked", 200, 200, 2, 160}, 170);
   check_attention({"blocked-causal", 100, 100, 1, 256, true}, 171);
   const int T = 200, D = 512;
   const nn::Tensor q = nn::upload(ctx, test::random_floats(T * D, 172), {T, D});
   // Without split-K workspaces (transient, at most 16 slices of one product) for exact accounting.
-  nn::detail::set_gemm_split_override(1);
+  test::TuningScope one_slice(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 1; });
   ctx.trim_pool();
   const auto before = ctx.memory().pooled_bytes;
   const nn::Tensor out = nn::attention(ctx, q, q, q, 1, false);
@@ -125,6 +124,4 @@ TEST(Attention, WideHeadsRunInBoundedBlocksOfQueries) {
   std::printf("  blocked attention T %d D %d: pool grew by %llu bytes (output %zu + block %zu + V^T %zu)\n", T, D,
               static_cast<unsigned long long>(grown), out.bytes(), block, v_t);
   EXPECT_EQ(grown, out.bytes() + block + v_t);
-  nn::detail::set_gemm_split_override(std::nullopt);
-  nn::detail::set_attention_block_budget(0);
 }

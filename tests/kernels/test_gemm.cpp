@@ -22,13 +22,11 @@ constexpr double kRtol = 1e-5;
 // activations to fp16 and is checked against an fp16-rounded reference in test_gemm_tc.cpp: pin gemm.cl here.
 class Fp32KernelScope {
  public:
-  Fp32KernelScope() : previous_(nn::detail::set_tensor_core_override(nn::detail::TensorCores::Off)) {}
-  ~Fp32KernelScope() { nn::detail::set_tensor_core_override(previous_); }
-  Fp32KernelScope(const Fp32KernelScope&) = delete;
-  Fp32KernelScope& operator=(const Fp32KernelScope&) = delete;
+  Fp32KernelScope()
+      : pin_(test::kernel_context(), [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; }) {}
 
  private:
-  std::optional<nn::detail::TensorCores> previous_;
+  test::TuningScope pin_;
 };
 
 std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
@@ -199,12 +197,12 @@ TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
   // The GPU row (the suite itself runs the CPU row on PoCL) and the fallback row for small work-groups.
   // (Each configuration is a separate kernel build and PoCL takes seconds per build, so only these two; a
   // tuning run checks its own rows with SDT_GEMM_TILE and the whole suite.)
-  const std::vector<nn::detail::GemmConfig> configs = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
-  const nn::detail::GemmConfig linear_row = nn::detail::gemm_config(test::kernel_context(), 0);
-  const nn::detail::GemmConfig conv_row = nn::detail::gemm_config(test::kernel_context(), 2);
+  const std::vector<cl::GemmConfig> configs = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+  const cl::GemmConfig linear_row = test::kernel_context().tuning().gemm(cl::GemmMode::Linear);
+  const cl::GemmConfig conv_row = test::kernel_context().tuning().gemm(cl::GemmMode::Conv);
   for (const auto& config : configs) {
     ASSERT_TRUE(config.valid());
-    nn::detail::set_gemm_override(config);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm = config; });
     SCOPED_TRACE(config.defines());
     const int builds =
         test::kernel_context().programs().stats().source_builds + test::kernel_context().programs().stats().disk_hits;
@@ -215,21 +213,19 @@ TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
         builds + (config == linear_row ? 0 : 1) + (config == conv_row ? 0 : 1))
         << "each configuration must build its own kernels";
   }
-  nn::detail::set_gemm_override(std::nullopt);
 }
 
 TEST(Gemm, SplittingKGivesTheSameResultsAsOneSlice) {
   // Split-K runs when the tiles alone cannot fill the device (77-token products and 8×8 maps on a GPU); here
   // it is forced, including more slices than K steps and slices that end inside a K tile.
   for (int splits : {2, 3, 7, 40}) {
-    nn::detail::set_gemm_split_override(splits);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
     SCOPED_TRACE("splits " + std::to_string(splits));
     check_linear({"split", 77, 300, 130, true, Act::GELU, true}, DType::F16, 95);
     check_conv({"split", conv(64, 8, 8, 90, 3, 1, 1), true, true}, DType::F32, 96);
     check_conv({"split-1x1", conv(200, 5, 7, 33, 1, 1, 0), true, false}, DType::F32, 97);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
   // And by itself: one tile of a long K on this device.
-  EXPECT_GT(nn::detail::gemm_splits(test::kernel_context(), 1, 4096, 16), 1);
-  EXPECT_EQ(nn::detail::gemm_splits(test::kernel_context(), 100000, 4096, 16), 1);
+  EXPECT_GT(test::kernel_context().tuning().gemm_splits(1, 4096, 16), 1);
+  EXPECT_EQ(test::kernel_context().tuning().gemm_splits(100000, 4096, 16), 1);
 }

@@ -21,31 +21,28 @@
 #include "nn/ops_internal.hpp"
 
 using namespace sdt;
+using cl::GemmMode;
+using cl::TcConfig;
+using cl::TensorCores;
 using nn::Act;
 using nn::DType;
-using nn::detail::TcConfig;
-using nn::detail::TensorCores;
 
 namespace {
 
 constexpr double kRtol = 1e-5;
 
-// Sets a tensor-core path (and optionally a tile configuration) for one scope, then restores the automatic choice.
+// Sets a tensor-core path (nullopt: the automatic choice) and a tile configuration (nullopt: the automatic one) for
+// one scope, then restores what was set before.
 class PathScope {
  public:
   explicit PathScope(std::optional<TensorCores> path, std::optional<TcConfig> config = std::nullopt)
-      : previous_(nn::detail::set_tensor_core_override(path)) {
-    nn::detail::set_tc_config_override(config);
-  }
-  ~PathScope() {
-    nn::detail::set_tensor_core_override(previous_);
-    nn::detail::set_tc_config_override(std::nullopt);
-  }
-  PathScope(const PathScope&) = delete;
-  PathScope& operator=(const PathScope&) = delete;
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) {
+          o.tensor_cores = path;
+          o.tensor_core_tiles = config;
+        }) {}
 
  private:
-  std::optional<TensorCores> previous_;
+  test::TuningScope pin_;
 };
 
 std::vector<float> uniform(std::size_t n, std::uint32_t seed, float bound) {
@@ -154,7 +151,7 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
 
 #define REQUIRE_TENSOR_CORES()                                                                                      \
   do {                                                                                                              \
-    if (!nn::detail::device_has_tensor_cores(test::kernel_context()))                                               \
+    if (!test::kernel_context().tuning().device_has_tensor_cores())                                                 \
       GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                               \
                    << " (needs an NVIDIA GPU of compute capability >= 8); TensorCoreTiles.* cover the tiling here"; \
   } while (0)
@@ -170,14 +167,14 @@ TEST(TensorCores, ChosenOnlyForFp16WeightsOnCapableDevices) {
   auto& ctx = test::kernel_context();
   PathScope automatic(std::nullopt);
   // fp32 weight storage stays exact fp32 everywhere.
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(false), TensorCores::Off);
   const char* env = std::getenv("SDT_TENSOR_CORES");
   const bool disabled = env && std::string(env) == "0";
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, true),
-            nn::detail::device_has_tensor_cores(ctx) && !disabled ? TensorCores::Ptx : TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(true),
+            ctx.tuning().device_has_tensor_cores() && !disabled ? TensorCores::Ptx : TensorCores::Off);
   // A forced path never applies to fp32 weights either.
   PathScope forced(TensorCores::Emulated);
-  EXPECT_EQ(nn::detail::tensor_core_path(ctx, false), TensorCores::Off);
+  EXPECT_EQ(ctx.tuning().tensor_core_path(false), TensorCores::Off);
 }
 
 TEST(TensorCores, Fp32WeightsKeepFp32ActivationsOnTheAutomaticPath) {
@@ -245,13 +242,12 @@ TEST(TensorCores, SplittingKGivesTheSameResults) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
   for (int splits : {2, 3, 7, 40}) {
-    nn::detail::set_gemm_split_override(splits);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
     SCOPED_TRACE("splits " + std::to_string(splits));
     check_linear({"split", 77, 300, 130, true, Act::GELU, true}, 540);
     check_conv("split", conv(64, 8, 8, 90, 3, 1, 1), 541, true);
     check_conv("split-1x1", conv(200, 5, 7, 33, 1, 1, 0), 542);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
 }
 
 // ---- the same kernel with the plain-loop stand-in for the PTX, on every device
@@ -276,13 +272,12 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
   PathScope emulated(TensorCores::Emulated, kSmall);
   for (int splits : {3, 40}) {
-    nn::detail::set_gemm_split_override(splits);
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
     SCOPED_TRACE("splits " + std::to_string(splits));
     check_linear({"split", 77, 300, 130, true, Act::SiLU, true}, 610);
     check_linear({"split-fp32-bias", 20, 200, 24, true, Act::None, false}, 611, DType::F32);
     check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 612, true);
   }
-  nn::detail::set_gemm_split_override(std::nullopt);
 }
 
 TEST(TensorCoreTiles, ConfigurationRules) {
@@ -295,9 +290,9 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   // tiles alone fill the device twice over.
   PathScope automatic(std::nullopt);
   const int units = static_cast<int>(ctx.info().compute_units);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 256, 1280), kBig);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 64, 1280), kSmall);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 2, 512 * 512, 3), kSmall);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 2 * units * 128, 128), kBig);
-  EXPECT_EQ(nn::detail::tc_config(ctx, 0, 128, 128), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 256, 1280), kBig);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall);
 }

@@ -86,13 +86,9 @@ TEST(EngineAccuracy, Fp16WeightStorageStaysCloseToFp32) {
   // The bounds below are for fp16 weight *storage* with fp32 activations (kernels/gemm.cl). On NVIDIA GPUs with
   // tensor cores fp16 weights would take kernels/gemm_tc.cl, whose fp16 activations these bounds are meant to
   // catch: pin gemm.cl (the tensor-core products have their own tests in tests/kernels/test_gemm_tc.cpp).
-  const auto automatic = nn::detail::set_tensor_core_override(nn::detail::TensorCores::Off);
-  struct Restore {
-    std::optional<nn::detail::TensorCores> path;
-    ~Restore() { nn::detail::set_tensor_core_override(path); }
-  } restore{automatic};
   const FixtureRefs& refs = FixtureRefs::get();
   Engine engine(fixture_engine_options(WeightStorage::F16));
+  engine.impl().context().set_tuning_overrides({.tensor_cores = cl::TensorCores::Off});
   const nlohmann::json c = refs.find_case("case0");
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
@@ -119,21 +115,16 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   // fp16 weights with the products on kernels/gemm_tc.cl: activations rounded to fp16 on their way into every
   // linear layer and convolution, fp32 accumulation (diffusers' fp16 arithmetic, minus its fp16 norms and
   // attention). On a device without tensor cores the kernel's plain-loop stand-in computes the same values.
-  const nn::detail::TensorCores path = nn::detail::device_has_tensor_cores(fixture_engine().impl().context())
-                                           ? nn::detail::TensorCores::Ptx
-                                           : nn::detail::TensorCores::Emulated;
-  const auto automatic = nn::detail::set_tensor_core_override(path);
-  struct Restore {
-    std::optional<nn::detail::TensorCores> path;
-    ~Restore() { nn::detail::set_tensor_core_override(path); }
-  } restore{automatic};
   const FixtureRefs& refs = FixtureRefs::get();
   Engine engine(fixture_engine_options(WeightStorage::F16));
+  const cl::TensorCores path =
+      engine.impl().context().tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
+  engine.impl().context().set_tuning_overrides({.tensor_cores = path});
   const nlohmann::json c = refs.find_case("case0");
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
   std::printf("  fp16 products (%s) against the fp32 diffusers references:\n",
-              path == nn::detail::TensorCores::Ptx ? "tensor cores" : "emulated");
+              path == cl::TensorCores::Ptx ? "tensor cores" : "emulated");
   const Diff dt = report("case0 text_hidden (fp16 products)", nn::download(ctx, *out.text_hidden),
                          refs.tensor("case0_text_hidden"));
   const Diff dl =

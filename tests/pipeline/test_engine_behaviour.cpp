@@ -50,7 +50,7 @@ TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
   request.prompt = "progress test prompt, never cached before";
   std::vector<std::string> seen;
   const Result r = engine.generate(request, [&](const Progress& p) {
-    seen.push_back(p.stage + (p.steps ? " " + std::to_string(p.step) + "/" + std::to_string(p.steps) : ""));
+    seen.push_back(stage_name(p.stage) + (p.steps ? " " + std::to_string(p.step) + "/" + std::to_string(p.steps) : ""));
   });
   EXPECT_EQ(seen, (std::vector<std::string>{"text encoder", "unet 1/2", "unet 2/2", "vae decode", "taesd decode",
                                             "read-back"}));
@@ -85,8 +85,8 @@ TEST(Engine, CancelDuringTheUNetStopsAndTheNextRunIsUnchanged) {
     (void)engine.generate(
         request,
         [&](const Progress& p) {
-          if (cancel) after_cancel.push_back(p.stage);
-          if (p.stage == "unet" && p.step == 1) cancel = true;
+          if (cancel) after_cancel.push_back(stage_name(p.stage));
+          if (p.stage == Stage::Unet && p.step == 1) cancel = true;
         },
         &cancel);
     FAIL() << "a cancelled generation returned";

@@ -251,8 +251,9 @@ TEST(EngineReliability, CancelAtEveryStageReturnsNothingGivesMemoryBackAndLeaves
   const Request request = small_request(Decoder::Both, 2);
   const Result reference = engine.generate(request);
   const std::uint64_t held_before = held_after_trim(engine);
-  const char* stages[] = {"text encoder", "unet", "vae decode", "taesd decode", "read-back"};
-  for (const char* stage : stages) {
+  const Stage stages[] = {Stage::TextEncoder, Stage::Unet, Stage::VaeDecode, Stage::TaesdDecode, Stage::ReadBack};
+  for (const Stage stage_id : stages) {
+    const char* stage = stage_name(stage_id);
     std::atomic<bool> cancel{false};
     std::vector<std::string> after_cancel;
     const std::string message = error_of(
@@ -260,8 +261,8 @@ TEST(EngineReliability, CancelAtEveryStageReturnsNothingGivesMemoryBackAndLeaves
           (void)engine.generate(
               request,
               [&](const Progress& p) {
-                if (cancel) after_cancel.push_back(p.stage);
-                if (p.stage == stage) cancel = true;
+                if (cancel) after_cancel.push_back(stage_name(p.stage));
+                if (p.stage == stage_id) cancel = true;
               },
               &cancel);
         },
@@ -305,7 +306,7 @@ TEST(EngineReliability, CancelTakesEffectWithinAboutOneStage) {
           (void)engine.generate(
               request,
               [&](const Progress& p) {
-                if (p.stage == "unet" && p.step == 1) step_one = true;
+                if (p.stage == Stage::Unet && p.step == 1) step_one = true;
               },
               &cancel);
         } catch (...) {
@@ -429,8 +430,8 @@ TEST(EngineReliability, ColdCacheBuildFailureCancelDuringBuildsAndSourceBuiltKer
         (void)cold.generate(
             request,
             [&](const Progress& p) {
-              if (cancel) after_cancel.push_back(p.stage);
-              if (p.stage == "text encoder") cancel = true;
+              if (cancel) after_cancel.push_back(stage_name(p.stage));
+              if (p.stage == Stage::TextEncoder) cancel = true;
             },
             &cancel);
       },

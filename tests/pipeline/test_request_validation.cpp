@@ -110,7 +110,10 @@ TEST(RequestValidation, EngineRefusesToOpenForTheTinyDecoderWhenTheModelHasNoTae
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadRequest) << e.message();
     EXPECT_NE(e.message().find("TAESD"), std::string::npos) << e.message();
-    EXPECT_NE(e.hint().find("--taesd"), std::string::npos) << e.hint();
+    // The hint says what to do; the settings it names travel beside it, for each front end to name its controls.
+    EXPECT_NE(e.hint().find("TAESD"), std::string::npos) << e.hint();
+    EXPECT_EQ(e.hint().find("--"), std::string::npos) << "a CLI flag in an engine hint: " << e.hint();
+    EXPECT_EQ(e.settings(), (std::vector<Setting>{Setting::Taesd, Setting::Decoder}));
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "sdt/device.hpp"
 #include "sdt/image.hpp"
+#include "sdt/stage.hpp"
 
 namespace sdt {
 
@@ -89,12 +90,21 @@ enum class VaeTiling {
   Always,  // in tiles of Request::vae_tile latents
 };
 
+// What check_request() accepts, for front ends to build their controls from.
+inline constexpr int kMinImageSide = 64;
+inline constexpr int kMaxImageSide = 2048;
+inline constexpr int kImageSideMultiple = 64;  // the VAE's 8 × the UNet's three halvings
+inline constexpr int kMinSteps = 1;
+inline constexpr int kMaxSteps = 4;
+inline constexpr int kMinVaeTile = 8;       // latents
+inline constexpr int kVaeTileMultiple = 4;  // up to kMaxImageSide / 8
+
 struct Request {
   std::string prompt;
   std::uint64_t seed = 0;
-  int width = 512;
+  int width = 512;  // a multiple of kImageSideMultiple from kMinImageSide to kMaxImageSide; so is the height
   int height = 512;
-  int steps = 1;  // 1..4
+  int steps = 1;  // kMinSteps..kMaxSteps
   Decoder decoder = Decoder::Full;
   std::optional<Image> init_image;  // img2img when set
   double strength = 0.5;  // img2img only, in (0, 1]; double: diffusers computes int(steps · strength) in double
@@ -115,17 +125,17 @@ struct StageTimings {
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;         // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
-  // Device memory held (weights + pooled buffers) at its highest during each stage ("text encoder", "unet step 1",
-  // "vae decode", ...): which stage made the memory grow.
+  // Device memory held (weights + pooled buffers) at its highest during each stage, by stage_label() ("text
+  // encoder", "unet step 1", "vae decode", ...): which stage made the memory grow.
   std::map<std::string, std::uint64_t> stage_peak_bytes;
-  // Floating-point operations per stage label ("text encoder", "unet step 1", "vae decode", ...), counted by
-  // the ops as 2 per multiply-add: the benchmark's achieved TFLOP/s.
+  // Floating-point operations per stage_label(), counted by the ops as 2 per multiply-add: the benchmark's
+  // achieved TFLOP/s.
   std::map<std::string, double> stage_flops;
 };
 
 // Time per kernel function within a stage, summed over its launches (EngineOptions::profile_kernels).
 struct KernelProfileEntry {
-  std::string stage;
+  std::string stage;  // stage_label()
   std::string kernel;
   int launches = 0;
   double total_ms = 0;
@@ -181,10 +191,12 @@ struct Result {
   int vae_tile = 0;  // the tile the VAE image was decoded in, in latents; 0: the whole image at once
 };
 
+// Reported before each stage: TextEncoder, VaeEncode (img2img), Unet (once per step), VaeDecode, TaesdDecode,
+// ReadBack.
 struct Progress {
-  std::string stage;  // "text encoder", "vae encode" (img2img), "unet", "vae decode", "taesd decode", "read-back"
-  int step = 0;       // for "unet": 1-based step
-  int steps = 0;
+  Stage stage = Stage::TextEncoder;
+  int step = 0;   // Stage::Unet: the 1-based step; 0 otherwise
+  int steps = 0;  // Stage::Unet: the steps this request runs
 };
 using ProgressCallback = std::function<void(const Progress&)>;
 
@@ -220,9 +232,9 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-// The checks of Engine::validate that need no model: sizes (multiples of 64, 64..2048), steps (1..4), strength
-// and init-image size. Throws sdt::Error (BadRequest) saying what is allowed. The CLI calls it before opening
-// anything.
+// The checks of Engine::validate that need no model: sizes (multiples of kImageSideMultiple from kMinImageSide to
+// kMaxImageSide), steps (kMinSteps..kMaxSteps), the VAE tile, strength and init-image size. Throws sdt::Error
+// (BadRequest) saying what is allowed. The CLI calls it before opening anything.
 void check_request(const Request& request);
 
 // The version string of the engine (project version).

@@ -1,0 +1,277 @@
+// The per-device tuning table and its choosers; see tuning.hpp. The measurements behind each row are in
+// docs/KERNELS.md ("Per-device rows") and docs/PERFORMANCE.md.
+#include "runtime/tuning.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <sstream>
+#include <vector>
+
+#include "runtime/log.hpp"
+
+namespace sdt::cl {
+
+namespace {
+
+constexpr std::size_t kAttentionBlockBytes = std::size_t(16) << 20;
+
+// Rows are tried in order; the last matches every device. The numbers are measured choices: change a row only
+// with a measurement (docs/PERFORMANCE.md says how).
+const TuningRow kTable[] = {
+    {
+        // PoCL on two EPYC cores: 8×8 register tiles as float8 reach 12 GFLOP/s, the GPU row 1.7 (PoCL vectorises
+        // nothing across work-items in gemm.cl). No 64-key attention: a CPU has no local memory to spare.
+        .label = "CPU and other non-GPU devices",
+        .match = {.type = DeviceMatch::Type::NotGpu},
+        .gemm = {.linear = {64, 64, 16, 8, 8}, .conv = {64, 64, 16, 8, 8}},
+        .tensor_cores = {},
+        .attention = {.keys64 = false},
+        .split_k = {},
+        .attention_block_bytes = kAttentionBlockBytes,
+    },
+    {
+        // H200: a K step of 32 is 3–8% faster on the UNet's convolutions; 128×64 tiles of 8×4 make the UNet's GEGLU
+        // projection 22.7 TFLOP/s against 16.7. Tensor cores where the compute capability is 8.0 or later.
+        .label = "NVIDIA GPUs",
+        .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
+        .gemm = {.linear = {128, 64, 32, 8, 4}, .conv = {64, 64, 32, 4, 4}},
+        .tensor_cores = {.ptx = true},
+        .attention = {.keys64 = true},
+        .split_k = {},
+        .attention_block_bytes = kAttentionBlockBytes,
+    },
+    {
+        // The safe default (AMD, Intel and any GPU nobody measured): 64×64 tiles of 4×4 (256 work-items, 9 KB of
+        // local memory), shrunk by the choosers where a device cannot run that.
+        .label = "default",
+        .match = {},
+        .gemm = {.linear = {64, 64, 16, 4, 4}, .conv = {64, 64, 16, 4, 4}},
+        .tensor_cores = {},
+        .attention = {.keys64 = true},
+        .split_k = {},
+        .attention_block_bytes = kAttentionBlockBytes,
+    },
+};
+
+std::vector<int> parse_ints(const char* text) {
+  std::vector<int> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+// The value of environment variable `name` as a configuration of `count` integers, or nullopt (with a warning
+// naming the rules when it is set but unusable).
+template <typename Config, std::size_t count, typename Make>
+std::optional<Config> config_from_env(const char* name, const char* fields, const char* kernel, Make make) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  const std::vector<int> v = parse_ints(env);
+  if (v.size() == count) {
+    const Config config = make(v);
+    if (config.valid()) return config;
+  }
+  log::get("engine")->warn("ignoring {}='{}': expected {} obeying {}'s rules", name, env, fields, kernel);
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---- configurations ---------------------------------------------------------------------------------------
+
+std::string GemmConfig::defines() const {
+  std::ostringstream s;
+  s << "-DGEMM_TM=" << tm << " -DGEMM_TN=" << tn << " -DGEMM_TK=" << tk << " -DGEMM_WM=" << wm << " -DGEMM_WN=" << wn;
+  return s.str();
+}
+
+bool GemmConfig::valid() const {
+  if (tm <= 0 || tn <= 0 || tk <= 0 || wm <= 0 || wn <= 0) return false;
+  if (tm % wm || tn % wn) return false;
+  // The per-work-item tile is held as float2/4/8/16 vectors along either axis.
+  auto vector_width = [](int w) { return w == 2 || w == 4 || w == 8 || w == 16; };
+  if (!vector_width(wm) || !vector_width(wn)) return false;
+  const int nt = threads();
+  return nt % tk == 0 && nt % tm == 0;
+}
+
+std::string TcConfig::defines() const {
+  std::ostringstream s;
+  s << "-DTC_TM=" << tm << " -DTC_TN=" << tn << " -DTC_WARPS_M=" << warps_m << " -DTC_WARPS_N=" << warps_n;
+  return s.str();
+}
+
+bool TcConfig::valid() const {
+  if (tm <= 0 || tn <= 0 || warps_m <= 0 || warps_n <= 0) return false;
+  if (tm % warps_m || tn % warps_n || (tm / warps_m) % 16 || (tn / warps_n) % 8) return false;
+  const int nt = threads();
+  // Weight rows are tn (linear) or tm (convolutions), activation rows the other: both must split evenly.
+  for (int w : {tm, tn})
+    if ((w * 4) % nt) return false;
+  if ((tm * 8) % nt) return false;             // linear activations: float4 chunks
+  return nt % tn == 0 && 16 % (nt / tn) == 0;  // convolutions: pixels along tn
+}
+
+std::size_t AttentionConfig::local_bytes() const {
+  const std::size_t floats = static_cast<std::size_t>(bq) * (dc + 1) + static_cast<std::size_t>(bk) * (dc + 1) +
+                             static_cast<std::size_t>(bq) * (bk + 1) + static_cast<std::size_t>(bq) * sk + 3u * bq;
+  return floats * sizeof(float);
+}
+
+std::string AttentionConfig::defines(int head_dim) const {
+  std::ostringstream s;
+  s << "-DHEAD_DIM=" << head_dim << " -DATT_BQ=" << bq << " -DATT_BK=" << bk << " -DATT_DC=" << dc << " -DATT_SQ=" << sq
+    << " -DATT_SK=" << sk << " -DATT_OQ=" << oq << " -DATT_OD=" << od;
+  return s.str();
+}
+
+bool AttentionConfig::valid() const {
+  if (bq <= 0 || bk <= 0 || dc <= 0 || sq <= 0 || sk <= 0 || oq <= 0 || od <= 0) return false;
+  return bq % sq == 0 && bk % sk == 0 && bq % oq == 0 && dc % od == 0 && oq * od == sq * sk && bq <= sq * sk;
+}
+
+// ---- the table ----------------------------------------------------------------------------------------------
+
+bool DeviceMatch::matches(const DeviceInfo& info) const {
+  if (type == Type::Gpu && !info.is_gpu()) return false;
+  if (type == Type::NotGpu && info.is_gpu()) return false;
+  if (*vendor && (info.vendor + " " + info.platform_name).find(vendor) == std::string::npos) return false;
+  return !*name || info.name.find(name) != std::string::npos;
+}
+
+const TuningRow& tuning_row(const DeviceInfo& info) {
+  for (const TuningRow& row : kTable)
+    if (row.match.matches(info)) return row;
+  return std::end(kTable)[-1];
+}
+
+TuningOverrides overrides_from_environment() {
+  TuningOverrides o;
+  o.gemm = config_from_env<GemmConfig, 5>("SDT_GEMM_TILE", "tm,tn,tk,wm,wn", "gemm.cl", [](const auto& v) {
+    return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
+  });
+  o.tensor_core_tiles =
+      config_from_env<TcConfig, 4>("SDT_TC_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
+        return TcConfig{v[0], v[1], v[2], v[3]};
+      });
+  o.attention = config_from_env<AttentionConfig, 7>(
+      "SDT_ATT_TILE", "bq,bk,dc,sq,sk,oq,od", "attention.cl",
+      [](const auto& v) { return AttentionConfig{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}; });
+  if (const char* env = std::getenv("SDT_TENSOR_CORES"); env && std::strcmp(env, "0") == 0)
+    o.tensor_cores = TensorCores::Off;
+  return o;
+}
+
+// ---- one device -------------------------------------------------------------------------------------------
+
+Tuning::Tuning(const DeviceInfo& info, bool tensor_cores, TuningOverrides environment)
+    : row_(&tuning_row(info)),
+      max_work_group_size_(info.max_work_group_size),
+      local_memory_(info.local_memory),
+      compute_units_(std::max<std::uint32_t>(info.compute_units, 1)),
+      tensor_cores_(tensor_cores),
+      environment_(std::move(environment)) {
+  set_overrides({});
+}
+
+Tuning Tuning::for_device(const DeviceHandle& device, const TuningOverrides& environment) {
+  const DeviceInfo& info = device.info;
+  const TuningRow& row = tuning_row(info);
+  bool tensor_cores = false;
+  if (row.tensor_cores.ptx) {
+    const int major = nv_compute_capability_major(device.device);
+    tensor_cores = major >= 8;
+    log::get("engine")->info("{}: compute capability {}.x, tensor-core GEMM for fp16 weights {}", info.name, major,
+                             major < 8                                      ? "unavailable (needs 8.0)"
+                             : environment.tensor_cores == TensorCores::Off ? "off (SDT_TENSOR_CORES=0 or an override)"
+                                                                            : "on");
+  }
+  log::get("cl")->debug("{}: tuning row '{}'", info.name, row.label);
+  return Tuning(info, tensor_cores, environment);
+}
+
+void Tuning::set_overrides(const TuningOverrides& overrides) {
+  explicit_ = overrides;
+  auto pick = [](const auto& a, const auto& b) { return a ? a : b; };
+  effective_.gemm = pick(explicit_.gemm, environment_.gemm);
+  effective_.gemm_splits = pick(explicit_.gemm_splits, environment_.gemm_splits);
+  effective_.tensor_cores = pick(explicit_.tensor_cores, environment_.tensor_cores);
+  effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
+  effective_.attention = pick(explicit_.attention, environment_.attention);
+  effective_.attention_block_bytes = pick(explicit_.attention_block_bytes, environment_.attention_block_bytes);
+}
+
+bool Tuning::fits(int threads, std::size_t local_bytes) const {
+  return static_cast<std::size_t>(threads) <= max_work_group_size_ && local_bytes <= local_memory_;
+}
+
+GemmConfig Tuning::gemm(GemmMode mode) const {
+  if (effective_.gemm) return *effective_.gemm;
+  const GemmConfig& config = mode == GemmMode::Linear ? row_->gemm.linear : row_->gemm.conv;
+  return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
+}
+
+GemmConfig Tuning::gemm_fallback(std::size_t max_threads) {
+  if (max_threads >= 64) return {32, 32, 16, 4, 4};
+  return {16, 16, 16, 4, 4};
+}
+
+int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
+  const int steps = (K + tk - 1) / tk;
+  if (effective_.gemm_splits) return std::clamp(*effective_.gemm_splits, 1, std::max(1, steps));
+  const SplitKRow& split = row_->split_k;
+  const std::size_t target = static_cast<std::size_t>(split.groups_per_unit) * compute_units_;
+  if (tiles >= target) return 1;
+  const int wanted = static_cast<int>((target + tiles - 1) / tiles);
+  return std::max(1, std::min({wanted, steps / split.min_steps_per_split, split.max_splits}));
+}
+
+TensorCores Tuning::tensor_core_path(bool b_half) const {
+  if (const auto& forced = effective_.tensor_cores)
+    return *forced == TensorCores::Off || b_half ? *forced : TensorCores::Off;
+  if (!b_half) return TensorCores::Off;
+  return tensor_cores_ ? TensorCores::Ptx : TensorCores::Off;
+}
+
+TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
+  if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
+  const TensorCoreRow& tc = row_->tensor_cores;
+  if (M <= 64 || N <= 64 || !fits(tc.big.threads(), tc.big.local_bytes())) return tc.small;
+  if (mode == GemmMode::Conv) return tc.big;
+  // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
+  // work-groups is the same either way.
+  const std::size_t big_tiles =
+      static_cast<std::size_t>((M + tc.big.tm - 1) / tc.big.tm) * ((N + tc.big.tn - 1) / tc.big.tn);
+  return big_tiles >= static_cast<std::size_t>(tc.big_groups_per_unit) * compute_units_ ? tc.big : tc.small;
+}
+
+AttentionConfig Tuning::attention(int head_dim) const {
+  if (effective_.attention && effective_.attention->dc >= head_dim) return *effective_.attention;
+  const int dc = (head_dim + 15) / 16 * 16;
+  // SD's 64-wide heads: 64 queries per group, 4×2 scores and 4×4 outputs per work-item (38 KB of local memory), or
+  // 64 keys per step where the row asks for it and the device has room (55 KB). Up to 128 wide: 32 queries per group.
+  const AttentionConfig candidates[] = {{64, 64, dc, 16, 16, 16, 16},
+                                        {64, 32, dc, 16, 16, 16, 16},
+                                        {32, 32, dc, 16, 16, 16, 16},
+                                        {16, 16, dc, 4, 16, 4, 16}};
+  const std::size_t first = dc > 64 ? 2 : row_->attention.keys64 ? 0 : 1;
+  for (std::size_t i = first; i < std::size(candidates); ++i)
+    if (fits(candidates[i].threads(), candidates[i].local_bytes())) return candidates[i];
+  return attention_fallback(head_dim, max_work_group_size_);
+}
+
+AttentionConfig Tuning::attention_fallback(int head_dim, std::size_t max_threads) {
+  // The whole (padded) head width in one chunk: dc = head_dim rounded up to the column thread count.
+  if (max_threads >= 64) return {16, 16, (head_dim + 15) / 16 * 16, 4, 16, 4, 16};
+  return {16, 16, (head_dim + 3) / 4 * 4, 4, 4, 4, 4};
+}
+
+std::size_t Tuning::attention_block_bytes() const {
+  const auto& bytes = effective_.attention_block_bytes;
+  return bytes && *bytes ? *bytes : row_->attention_block_bytes;
+}
+
+}  // namespace sdt::cl

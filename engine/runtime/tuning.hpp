@@ -1,0 +1,207 @@
+// Kernel tuning in one place: which tiles each kernel family runs with on a device.
+//
+// The table (tuning.cpp, kTable) has one row per kind of device: the devices it matches (a vendor and a device-name
+// substring, GPU or not) and, for each kernel family, a struct of that family's choices (GemmRow for
+// kernels/gemm.cl, TensorCoreRow for kernels/gemm_tc.cl, AttentionRow for kernels/attention.cl, SplitKRow for the
+// split of K). Rows are tried in order and the last one matches every device: the safe default for devices nobody
+// has measured. A Context picks its row once, when it opens the device, and owns the resulting Tuning
+// (Context::tuning()); a launch reads plain fields of it — no lookup by name, no lock, no environment.
+//
+// The choosers below turn a row and a problem shape into a configuration, shrunk to the device's work-group and
+// local-memory limits; the kernels receive it as -D options (their own #ifndef defaults only serve reading a .cl
+// file on its own), because the host must know the tile sizes to size the launch.
+//
+// Overrides (tests, tuning runs) are one struct, TuningOverrides, set per context (Context::set_tuning_overrides).
+// For experiments without a rebuild the environment can give the same (SDT_GEMM_TILE, SDT_TC_TILE, SDT_ATT_TILE,
+// SDT_TENSOR_CORES=0: see docs/KERNELS.md); overrides_from_environment() is its only reader and runs when a context
+// opens. An explicit override wins over the environment, the environment over the table.
+//
+// Adding a kernel family (or a new choice of an existing one):
+//  1. its tunables as #ifndef defaults in kernels/<family>.cl (shared macros go to kernels/common.cl);
+//  2. a configuration struct here with defines() and valid() (the kernel's divisibility rules), and threads() and
+//     local_bytes() when the kernel has a work-group tile;
+//  3. a <Family>Row struct holding what differs between devices, a member of TuningRow, and a value for it in every
+//     row of kTable (the last row's value must run anywhere: it is what an unknown device gets);
+//  4. a chooser on Tuning (row + shape → configuration, shrunk to fit the device) and, if tests or tuning runs
+//     need it, a field of TuningOverrides (and a variable in overrides_from_environment());
+//  5. the per-device table in docs/KERNELS.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/devices.hpp"
+#include "sdt/device.hpp"
+
+namespace sdt::cl {
+
+// ---- kernel families: the configuration of one build --------------------------------------------------------
+
+// How kernels/gemm.cl (and gemm_tc.cl) read A and write C: its A_MODE.
+enum class GemmMode : int {
+  Linear = 0,   // x [M, K] · wᵀ → [M, N]
+  Conv1x1 = 1,  // 1×1 convolution, stride 1, no padding: x [C, H·W] read directly → [N, M]
+  Conv = 2,     // k×k convolution as implicit GEMM (im2col tiles in local memory) → [N, M]
+};
+
+// kernels/gemm.cl: a tm × tn tile of C per work-group, wm × wn outputs per work-item, K through local memory tk at
+// a time.
+struct GemmConfig {
+  int tm = 64, tn = 64, tk = 16, wm = 4, wn = 4;
+  int threads() const { return (tm / wm) * (tn / wn); }
+  std::size_t local_bytes() const { return sizeof(float) * static_cast<std::size_t>(tk) * (tm + tn + 8); }
+  std::string defines() const;
+  bool valid() const;  // the divisibility rules of gemm.cl
+  bool operator==(const GemmConfig&) const = default;
+};
+
+// Which kernel a product with fp16-stored weights runs: Off (gemm.cl, fp32 activations), Ptx (gemm_tc.cl with
+// inline mma.sync: NVIDIA, compute capability >= 8) or Emulated (gemm_tc.cl's plain-loop stand-in for the PTX,
+// any device: tests only). fp32 weights always run gemm.cl, so fp32 weight storage stays exact fp32.
+enum class TensorCores { Off, Emulated, Ptx };
+
+// kernels/gemm_tc.cl: a tm × tn tile of mma rows × cols per work-group, warps_m × warps_n warps of 32 lanes.
+struct TcConfig {
+  int tm = 128, tn = 128, warps_m = 2, warps_n = 4;
+  int threads() const { return 32 * warps_m * warps_n; }
+  std::size_t local_bytes() const { return sizeof(std::uint32_t) * 20 * static_cast<std::size_t>(tm + tn); }
+  std::string defines() const;
+  bool valid() const;  // the divisibility rules of gemm_tc.cl (every mode)
+  bool operator==(const TcConfig&) const = default;
+};
+
+// kernels/attention.cl (flash attention, heads up to kMaxFlashHeadDim wide): bq queries × bk keys per step, the
+// head width dc (≥ the head's) in local memory, sq × sk work-items for the scores, oq × od for the outputs.
+struct AttentionConfig {
+  int bq = 64, bk = 32, dc = 64, sq = 16, sk = 16, oq = 16, od = 16;
+  int threads() const { return sq * sk; }
+  std::size_t local_bytes() const;
+  std::string defines(int head_dim) const;
+  bool valid() const;
+  bool operator==(const AttentionConfig&) const = default;
+};
+// Heads up to this wide run in kernels/attention.cl; wider ones (the VAE's 512) as blocked GEMMs.
+inline constexpr int kMaxFlashHeadDim = 128;
+
+// ---- the table: what differs between devices, one struct per family -------------------------------------------
+
+struct GemmRow {
+  GemmConfig linear;  // GemmMode::Linear
+  GemmConfig conv;    // GemmMode::Conv1x1 and GemmMode::Conv
+};
+
+struct TensorCoreRow {
+  // Whether gemm_tc.cl's PTX may run here: the device must also report NVIDIA compute capability 8.0 or later.
+  bool ptx = false;
+  TcConfig big{128, 128, 2, 4};  // k×k convolutions, and products whose big tiles alone fill the device
+  TcConfig small{64, 64, 2, 2};  // the rest, and every product with 64 outputs or fewer along an axis
+  int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
+};
+
+struct AttentionRow {
+  // For heads up to 64 wide, try 64 keys per step first (55 KB of local memory) before 32.
+  bool keys64 = false;
+};
+
+struct SplitKRow {
+  int max_splits = 16;          // K slices at most
+  int min_steps_per_split = 4;  // K steps (of the kernel's tk) each slice keeps at least
+  int groups_per_unit = 2;      // split when the tiles are fewer than this many work-groups per compute unit
+};
+
+// Which devices a row is for. Empty strings match anything.
+struct DeviceMatch {
+  const char* vendor = "";  // substring of "<vendor> <platform name>" ("NVIDIA", "Advanced Micro Devices")
+  const char* name = "";    // substring of the device name ("gfx1100", "H200")
+  enum class Type { Any, Gpu, NotGpu } type = Type::Any;
+  bool matches(const DeviceInfo& info) const;
+};
+
+struct TuningRow {
+  const char* label;  // for the log: which row a device got
+  DeviceMatch match;
+  GemmRow gemm;
+  TensorCoreRow tensor_cores;
+  AttentionRow attention;
+  SplitKRow split_k;
+  std::size_t attention_block_bytes;  // score block of the wide-head attention (rows of [Tk] scores per step)
+};
+
+// The first row of the table that matches `info` (the last row matches every device).
+const TuningRow& tuning_row(const DeviceInfo& info);
+
+// ---- overrides ---------------------------------------------------------------------------------------------------
+
+struct TuningOverrides {
+  std::optional<GemmConfig> gemm = {};           // every gemm.cl product
+  std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
+  std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
+  std::optional<TcConfig> tensor_core_tiles = {};
+  std::optional<AttentionConfig> attention = {};          // flash attention, for heads up to its dc wide
+  std::optional<std::size_t> attention_block_bytes = {};  // the wide-head attention's score block (0: the row's)
+};
+
+// SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
+// SDT_TENSOR_CORES=0 (every product on gemm.cl). A value that breaks its kernel's rules is ignored with a warning.
+TuningOverrides overrides_from_environment();
+
+// ---- one device's tuning --------------------------------------------------------------------------------------
+
+class Tuning {
+ public:
+  // `tensor_cores`: whether the device can run gemm_tc.cl's PTX (see device_has_tensor_cores()).
+  Tuning(const DeviceInfo& info, bool tensor_cores, TuningOverrides environment = {});
+  // The row for this device and the capability queried from it (NVIDIA compute capability, when the row allows PTX).
+  static Tuning for_device(const DeviceHandle& device, const TuningOverrides& environment);
+
+  const TuningRow& row() const { return *row_; }
+  // Explicit overrides (tests, tuning runs); they replace the previous ones and win over the environment's.
+  const TuningOverrides& overrides() const { return explicit_; }
+  void set_overrides(const TuningOverrides& overrides);
+
+  // kernels/gemm.cl for this mode: the override, else the row's, shrunk to gemm_fallback() when it does not fit.
+  GemmConfig gemm(GemmMode mode) const;
+  // 64 work-items (every OpenCL GPU runs that), then 16 for anything smaller: for a built kernel whose
+  // CL_KERNEL_WORK_GROUP_SIZE is below the chosen configuration's thread count.
+  static GemmConfig gemm_fallback(std::size_t max_threads);
+  // How many slices K is split into for a product of `tiles` work-groups with a K step of `tk`: 1 when the tiles
+  // fill the device (groups_per_unit per compute unit); else enough to, within the row's limits.
+  int gemm_splits(std::size_t tiles, int K, int tk) const;
+
+  // True on NVIDIA GPUs of compute capability 8.0 or later whose row allows PTX.
+  bool device_has_tensor_cores() const { return tensor_cores_; }
+  // The path of a product whose weight is fp16 (b_half) or not: the override if set (never for fp32 weights); else
+  // Ptx when the weight is fp16 and the device has tensor cores; else Off.
+  TensorCores tensor_core_path(bool b_half) const;
+  // For an M × N product of this mode: the override, else the row's big tiles for k×k convolutions and for other
+  // products whose big tiles alone fill the device, the small ones otherwise and whenever M or N is 64 or less
+  // (split-K adds work-groups to either).
+  TcConfig tensor_core_tiles(GemmMode mode, int M, int N) const;
+  // The driver's compiler refused gemm_tc.cl's PTX: every later product runs gemm.cl (said once, by the caller).
+  bool ptx_rejected() const { return ptx_rejected_; }
+  void reject_ptx() { ptx_rejected_ = true; }
+
+  // Flash attention for heads of this width: the override (when it holds the head), else the first of the row's
+  // candidates that fits the device, else attention_fallback().
+  AttentionConfig attention(int head_dim) const;
+  // The whole (padded) head in one chunk with 64 work-items, or 16 for smaller devices.
+  static AttentionConfig attention_fallback(int head_dim, std::size_t max_threads);
+  std::size_t attention_block_bytes() const;
+
+ private:
+  bool fits(int threads, std::size_t local_bytes) const;
+
+  const TuningRow* row_;
+  std::size_t max_work_group_size_;
+  std::size_t local_memory_;
+  std::size_t compute_units_;
+  bool tensor_cores_;
+  bool ptx_rejected_ = false;
+  TuningOverrides environment_;
+  TuningOverrides explicit_;
+  TuningOverrides effective_;  // explicit_ where set, else environment_
+};
+
+}  // namespace sdt::cl

@@ -1,0 +1,70 @@
+// The prelude of every kernel program: cmake/EmbedKernels.cmake puts this file in front of each kernels/*.cl
+// (followed by a #line directive, so build logs still count the program's own lines). What more than one family
+// needs lives here once:
+//  - activation codes: the values of the C++ enum sdt::nn::Act (engine/nn/ops.hpp), which the host passes as an
+//    int argument; tests/kernels/test_prelude.cpp checks the two agree;
+//  - the bias loader of the GEMM epilogues (BIAS_HALF: an fp16-stored bias read with vload_half, which needs no
+//    cl_khr_fp16);
+//  - SDT_PTX, set by the host only for NVIDIA devices whose compiler takes inline PTX, and what goes with it.
+
+// ---- activations (sdt::nn::Act)
+#define ACT_NONE 0
+#define ACT_SILU 1
+#define ACT_GELU 2
+#define ACT_RELU 3
+
+// Exact erf GELU, as torch's default F.gelu (not the tanh approximation).
+inline float gelu(float v) { return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f)); }
+
+inline float apply_act(float v, int act) {
+  if (act == ACT_SILU) return v / (1.0f + exp(-v));
+  if (act == ACT_GELU) return gelu(v);
+  if (act == ACT_RELU) return fmax(v, 0.0f);
+  return v;
+}
+
+// ---- bias loads: bias [N] in fp32 or fp16 storage
+#if BIAS_HALF
+#define BIAS_T half
+#define LOAD_BIAS(p, i) vload_half((i), (p))
+#else
+#define BIAS_T float
+#define LOAD_BIAS(p, i) ((p)[(i)])
+#endif
+
+// ---- inline PTX (NVIDIA)
+#ifndef SDT_PTX
+#define SDT_PTX 0
+#endif
+// Loops over register arrays that PTX fragments live in are unrolled: registers need constant indices. Elsewhere
+// nothing is asked of the compiler (PoCL only compiles slower for it).
+#if SDT_PTX
+#define UNROLL_FOR_PTX _Pragma("unroll")
+#else
+#define UNROLL_FOR_PTX
+#endif
+
+#if SDT_PTX
+// d[0..3] += the lane's four outputs of a 16x8x16 fp16 product (fp32 accumulation) whose fragments are a[0..3]
+// (rows g and g + 8, k pairs t and t + 4) and b[0..1] (col g, k pairs t and t + 4); d: rows g, g, g + 8, g + 8,
+// cols 2t, 2t + 1 (g = lane / 4, t = lane % 4). Compute capability 8.0 or later.
+#define MMA_16x8x16(d, a, b)                                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};"                                                                             \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#endif
+
+// Two floats rounded to fp16 (to nearest even) in one 32-bit word: lo in bits 0-15, hi in bits 16-31.
+inline uint pack_half2(float lo, float hi) {
+#if SDT_PTX
+  uint r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source -> upper half
+  return r;
+#else
+  ushort h[2];
+  vstore_half_rte(lo, 0, (__private half*)h);
+  vstore_half_rte(hi, 1, (__private half*)h);
+  return (uint)h[0] | ((uint)h[1] << 16);
+#endif
+}

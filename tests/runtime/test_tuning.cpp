@@ -1,0 +1,228 @@
+// The per-device tuning table (engine/runtime/tuning.hpp): which row a device gets, what each row chooses for
+// SD-Turbo's problems (the numbers measured per device, docs/KERNELS.md), how choices shrink to a small device, and
+// the order of overrides: explicit, then the environment's, then the table. Devices are described by DeviceInfo
+// alone, so every row is checked here whatever device the tests run on.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "runtime/context.hpp"
+#include "runtime/tuning.hpp"
+#include "test_common.hpp"
+
+using namespace sdt;
+using cl::AttentionConfig;
+using cl::GemmConfig;
+using cl::GemmMode;
+using cl::TcConfig;
+using cl::TensorCores;
+using cl::Tuning;
+
+namespace {
+
+DeviceInfo device(std::string vendor, std::string platform, std::string name, std::string type) {
+  DeviceInfo d;
+  d.vendor = std::move(vendor);
+  d.platform_name = std::move(platform);
+  d.name = std::move(name);
+  d.type = std::move(type);
+  d.max_work_group_size = 1024;
+  d.local_memory = 48 * 1024;
+  d.compute_units = 132;
+  return d;
+}
+
+const DeviceInfo kH200 = device("NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA H200", "GPU");
+const DeviceInfo kRadeon =
+    device("Advanced Micro Devices, Inc.", "AMD Accelerated Parallel Processing", "gfx1032", "GPU");
+const DeviceInfo kPocl = [] {
+  DeviceInfo d = device("AuthenticAMD", "Portable Computing Language", "cpu-haswell-AMD EPYC", "CPU");
+  d.max_work_group_size = 4096;
+  d.local_memory = 4 << 20;
+  d.compute_units = 2;
+  return d;
+}();
+const DeviceInfo kUnknown = device("Some Vendor", "Some Platform", "accelerator 9000", "accelerator");
+
+// Sets an environment variable for one scope.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    set(value);
+  }
+  ~EnvScope() { set(previous_ ? previous_->c_str() : nullptr); }
+
+ private:
+  void set(const char* value) {
+#ifdef _WIN32
+    _putenv_s(name_, value ? value : "");
+#else
+    if (value)
+      setenv(name_, value, 1);
+    else
+      unsetenv(name_);
+#endif
+  }
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
+}  // namespace
+
+TEST(Tuning, EachDeviceGetsItsRowAndUnknownDevicesTheDefault) {
+  EXPECT_STREQ(cl::tuning_row(kH200).label, "NVIDIA GPUs");
+  EXPECT_STREQ(cl::tuning_row(kRadeon).label, "default");
+  EXPECT_STREQ(cl::tuning_row(kPocl).label, "CPU and other non-GPU devices");
+  EXPECT_STREQ(cl::tuning_row(kUnknown).label, "CPU and other non-GPU devices");
+  // An NVIDIA device that is not a GPU is not given the GPU row.
+  DeviceInfo nvidia_cpu = kH200;
+  nvidia_cpu.type = "CPU";
+  EXPECT_STREQ(cl::tuning_row(nvidia_cpu).label, "CPU and other non-GPU devices");
+  // The vendor may be named by the platform only.
+  DeviceInfo nvidia_platform = kH200;
+  nvidia_platform.vendor = "Unnamed";
+  EXPECT_STREQ(cl::tuning_row(nvidia_platform).label, "NVIDIA GPUs");
+}
+
+TEST(Tuning, RowsKeepTheirMeasuredTiles) {
+  // gemm.cl: NVIDIA's linear row and K step of 32, PoCL's 8×8 float8 tiles, the 64×64×16 4×4 default.
+  const Tuning h200(kH200, true), radeon(kRadeon, false), pocl(kPocl, false);
+  EXPECT_EQ(h200.gemm(GemmMode::Linear), (GemmConfig{128, 64, 32, 8, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1), (GemmConfig{64, 64, 32, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv), (GemmConfig{64, 64, 32, 4, 4}));
+  EXPECT_EQ(radeon.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 4, 4}));
+  EXPECT_EQ(radeon.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4}));
+  EXPECT_EQ(pocl.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 8, 8}));
+  EXPECT_EQ(pocl.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 8, 8}));
+  for (const auto* t : {&h200, &radeon, &pocl})
+    for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) EXPECT_TRUE(t->gemm(mode).valid());
+
+  // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key row needs 55 KB, more than 48 KB), 32
+  // queries up to 128 wide; on a device with room, GPUs take 64 keys and CPUs do not.
+  EXPECT_EQ(h200.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
+  EXPECT_EQ(h200.attention(40), (AttentionConfig{64, 64, 48, 16, 16, 16, 16}));  // 45.5 KB: 64 keys fit
+  EXPECT_EQ(h200.attention(128), (AttentionConfig{32, 32, 128, 16, 16, 16, 16}));
+  DeviceInfo big_local = kRadeon;
+  big_local.local_memory = 64 * 1024;
+  EXPECT_EQ(Tuning(big_local, false).attention(64), (AttentionConfig{64, 64, 64, 16, 16, 16, 16}));
+  EXPECT_EQ(pocl.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
+
+  // gemm_tc.cl only where the row allows PTX and the device has tensor cores.
+  EXPECT_TRUE(h200.device_has_tensor_cores());
+  EXPECT_EQ(h200.tensor_core_path(true), TensorCores::Ptx);
+  EXPECT_EQ(h200.tensor_core_path(false), TensorCores::Off);
+  EXPECT_EQ(pocl.tensor_core_path(true), TensorCores::Off);
+  EXPECT_TRUE(cl::tuning_row(kH200).tensor_cores.ptx);
+  EXPECT_FALSE(cl::tuning_row(kRadeon).tensor_cores.ptx);
+  EXPECT_FALSE(cl::tuning_row(kPocl).tensor_cores.ptx);
+
+  // The wide-head attention's score block: 16 MiB everywhere.
+  EXPECT_EQ(h200.attention_block_bytes(), std::size_t(16) << 20);
+  EXPECT_EQ(pocl.attention_block_bytes(), std::size_t(16) << 20);
+}
+
+TEST(Tuning, TensorCoreTilesFollowTheShape) {
+  const Tuning h200(kH200, true);
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2};
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), small);   // 64 pixels
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), small);  // conv_out
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big);    // 32 × 20 tiles ≥ 264
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small);   // 32 × 3 tiles < 264
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), small);
+}
+
+TEST(Tuning, SplitKFillsTheDeviceWithinTheRowsLimits) {
+  const Tuning h200(kH200, true);  // 132 compute units: 264 work-groups fill it
+  EXPECT_EQ(h200.gemm_splits(264, 4096, 32), 1);
+  EXPECT_EQ(h200.gemm_splits(1, 100 * 32, 32), 16);  // at most 16 slices
+  EXPECT_EQ(h200.gemm_splits(1, 12 * 32, 32), 3);    // at least 4 K steps each
+  EXPECT_EQ(h200.gemm_splits(100, 4096, 32), 3);     // enough to fill: ceil(264 / 100)
+  EXPECT_EQ(h200.gemm_splits(1, 3 * 32, 32), 1);
+}
+
+TEST(Tuning, ChoicesShrinkToWhatASmallDeviceRuns) {
+  DeviceInfo small = kRadeon;
+  small.max_work_group_size = 128;
+  small.local_memory = 16 * 1024;
+  const Tuning t(small, false);
+  EXPECT_EQ(t.gemm(GemmMode::Linear), (GemmConfig{32, 32, 16, 4, 4}));
+  EXPECT_EQ(t.attention(64), (AttentionConfig{16, 16, 64, 4, 16, 4, 16}));
+  small.max_work_group_size = 32;
+  EXPECT_EQ(Tuning(small, false).gemm(GemmMode::Conv), (GemmConfig{16, 16, 16, 4, 4}));
+  EXPECT_EQ(Tuning::gemm_fallback(64), (GemmConfig{32, 32, 16, 4, 4}));
+  EXPECT_EQ(Tuning::attention_fallback(64, 32), (AttentionConfig{16, 16, 64, 4, 4, 4, 4}));
+}
+
+TEST(Tuning, ExplicitOverridesWinOverTheEnvironmentWhichWinsOverTheTable) {
+  cl::TuningOverrides environment;
+  environment.gemm = GemmConfig{32, 32, 16, 4, 4};
+  environment.tensor_cores = TensorCores::Off;
+  Tuning t(kH200, true, environment);
+  EXPECT_EQ(t.gemm(GemmMode::Linear), (GemmConfig{32, 32, 16, 4, 4}));
+  EXPECT_EQ(t.tensor_core_path(true), TensorCores::Off);
+
+  t.set_overrides({.gemm = GemmConfig{16, 16, 16, 4, 4}, .gemm_splits = 40});
+  EXPECT_EQ(t.gemm(GemmMode::Conv), (GemmConfig{16, 16, 16, 4, 4}));
+  EXPECT_EQ(t.tensor_core_path(true), TensorCores::Off) << "the environment's choice stays where none is explicit";
+  EXPECT_EQ(t.gemm_splits(100000, 10 * 16, 16), 10) << "clamped to the K steps there are";
+
+  t.set_overrides({.tensor_cores = TensorCores::Emulated});
+  EXPECT_EQ(t.tensor_core_path(true), TensorCores::Emulated);
+  EXPECT_EQ(t.tensor_core_path(false), TensorCores::Off) << "fp32 weights never leave gemm.cl";
+  EXPECT_EQ(t.gemm(GemmMode::Linear), (GemmConfig{32, 32, 16, 4, 4})) << "back to the environment's";
+
+  // An attention override applies to the heads it holds; the block budget's 0 means the row's.
+  t.set_overrides({.attention = AttentionConfig{16, 16, 32, 4, 16, 4, 16}, .attention_block_bytes = 0});
+  EXPECT_EQ(t.attention(32), (AttentionConfig{16, 16, 32, 4, 16, 4, 16}));
+  EXPECT_EQ(t.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
+  EXPECT_EQ(t.attention_block_bytes(), std::size_t(16) << 20);
+}
+
+TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRules) {
+  {
+    EnvScope gemm("SDT_GEMM_TILE", "32,32,16,4,4");
+    EnvScope tc("SDT_TC_TILE", "64,64,2,2");
+    EnvScope att("SDT_ATT_TILE", "16,16,64,4,16,4,16");
+    EnvScope off("SDT_TENSOR_CORES", "0");
+    const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_EQ(o.gemm, (GemmConfig{32, 32, 16, 4, 4}));
+    EXPECT_EQ(o.tensor_core_tiles, (TcConfig{64, 64, 2, 2}));
+    EXPECT_EQ(o.attention, (AttentionConfig{16, 16, 64, 4, 16, 4, 16}));
+    EXPECT_EQ(o.tensor_cores, TensorCores::Off);
+  }
+  {
+    EnvScope gemm("SDT_GEMM_TILE", "64,64,16,3,4");  // 3 is not a vector width
+    EnvScope tc("SDT_TC_TILE", "128,128,3");         // too few values
+    EnvScope att("SDT_ATT_TILE", "");
+    EnvScope on("SDT_TENSOR_CORES", "1");
+    const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_FALSE(o.gemm);
+    EXPECT_FALSE(o.tensor_core_tiles);
+    EXPECT_FALSE(o.attention);
+    EXPECT_FALSE(o.tensor_cores);
+  }
+}
+
+TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
+  const auto ctx = test::make_context();
+  const cl::TuningRow& row = cl::tuning_row(ctx->info());
+  EXPECT_EQ(&ctx->tuning().row(), &row);
+  const GemmConfig automatic = ctx->tuning().gemm(GemmMode::Linear);
+  {
+    test::TuningScope pin(*ctx, [](cl::TuningOverrides& o) { o.gemm = GemmConfig{32, 32, 16, 4, 4}; });
+    EXPECT_EQ(ctx->tuning().gemm(GemmMode::Linear), (GemmConfig{32, 32, 16, 4, 4}));
+    const auto other = test::make_context();
+    EXPECT_EQ(other->tuning().gemm(GemmMode::Linear), automatic) << "overrides belong to one context";
+  }
+  EXPECT_EQ(ctx->tuning().gemm(GemmMode::Linear), automatic);
+  // ContextOptions::tuning replaces what the environment would say.
+  cl::ContextOptions options;
+  options.disk_cache = false;
+  options.tuning = cl::TuningOverrides{.gemm_splits = 2};
+  const cl::Context pinned(test::test_device(), options);
+  EXPECT_EQ(pinned.tuning().gemm_splits(1, 4096, 16), 2);
+}
