@@ -151,19 +151,15 @@ void WeightLoader::finish(const WeightProgress& progress) {
   std::vector<cl::MemHandle> scratch(static_cast<std::size_t>(upload.slots()));  // device copies of a slot
   std::vector<std::pair<cl::EventHandle, std::size_t>> writes;
   std::vector<cl::EventHandle> chunk_done;  // per chunk: its last write
+  // The conversion kernels' events, for their device time: while the weights load nothing else launches, so
+  // everything recorded from here on is theirs. (When the context records already, their time is not told apart.)
   const bool was_recording = ctx_.recording();
-  const std::string stage_before = ctx_.stage();
-  ctx_.set_recording(true);  // the conversion kernels' events, for their device time
-  ctx_.set_stage("weights");
+  ctx_.set_recording(true);
   struct Restore {
     cl::Context& ctx;
     bool recording;
-    std::string stage;
-    ~Restore() {
-      ctx.set_recording(recording);
-      ctx.set_stage(stage);
-    }
-  } restore{ctx_, was_recording, stage_before};
+    ~Restore() { ctx.set_recording(recording); }
+  } restore{ctx_, was_recording};
 
   const auto write = [&](cl_mem target, std::size_t offset, std::size_t bytes, const void* data) {
     cl_event event = nullptr;
@@ -242,8 +238,7 @@ void WeightLoader::finish(const WeightProgress& progress) {
 
   for (const auto& [event, bytes] : writes) stats_.transfer_ms += event_ms(event.get());
   if (!was_recording)
-    for (const auto& timing : ctx_.collect_timings())
-      if (timing.stage == "weights") stats_.convert_ms += timing.duration_ms;
+    for (const auto& timing : ctx_.collect_timings()) stats_.convert_ms += timing.duration_ms;
   stats_.read_ms = upload.stats().fill_span_ms;
   stats_.read_busy_ms = upload.stats().fill_ms;
   stats_.readers = upload.stats().readers;
