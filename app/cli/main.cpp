@@ -29,9 +29,12 @@ int main(int argc, char** argv) {
   app.add_option("--write-dtype", o.write_dtype, "--write-model: the weights' dtype in the files")
       ->check(CLI::IsMember({"fp32", "fp16"}))
       ->capture_default_str();
-  app.add_option("--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
+  app.add_option("--model", o.model,
+                 "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
+                 "random:tiny or random:sd-turbo")
       ->capture_default_str();
-  app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
+  app.add_option("--taesd", o.taesd,
+                 "TAESD: AutoencoderTiny folder, taesd_decoder.safetensors or hf:madebyollin/taesd");
   app.add_option("--config", o.config,
                  "Single-file checkpoint: a diffusers folder whose config.json files describe it (when its head "
                  "counts cannot be read from the weights)");

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "io/tensor_view.hpp"
+#include "nn/ops_internal.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {
@@ -72,6 +73,15 @@ Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std:
                 "upload: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
   Tensor t = empty(ctx, std::move(shape));
   if (!host.empty()) ctx.write(t.buffer, host.data(), t.bytes());
+  return t;
+}
+
+Tensor upload_async(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape) {
+  if (count(shape) != static_cast<std::int64_t>(host.size()))
+    throw Error(ErrorKind::Internal,
+                "upload: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
+  Tensor t = empty(ctx, std::move(shape));
+  if (!host.empty()) detail::upload_async(ctx, t.buffer, host.data(), t.bytes());
   return t;
 }
 

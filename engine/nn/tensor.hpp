@@ -35,6 +35,9 @@ std::string shape_string(const std::vector<std::int64_t>& shape);
 Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape);
 // fp32 host data → pooled device tensor.
 Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
+// The same without waiting: the data is copied and the transfer queued behind the work already enqueued (a
+// blocking write on the in-order queue would wait for all of that work first).
+Tensor upload_async(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
 // Device → host (fp32 tensors only). Synchronises.
 std::vector<float> download(cl::Context& ctx, const Tensor& t);
 // A weight from fp32 host data (tests, tools). Weights from files go through nn/weight_loader.hpp.

@@ -233,6 +233,21 @@ void Context::reset_peak() {
   pool_->reset_peak();
 }
 
+cl_mem Context::zeroed_counters(std::size_t count) {
+  if (count > counters_count_) {
+    const std::size_t n = std::max<std::size_t>(count, 1024);
+    cl_int status = CL_SUCCESS;
+    MemHandle fresh(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, n * sizeof(cl_int), nullptr, &status));
+    check(status, "clCreateBuffer", std::to_string(n) + " counters");
+    const cl_int zero = 0;
+    check(clEnqueueFillBuffer(queue_.get(), fresh.get(), &zero, sizeof zero, 0, n * sizeof zero, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer", "zeroing counters");
+    counters_ = std::move(fresh);
+    counters_count_ = n;
+  }
+  return counters_.get();
+}
+
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
   if (planning_) return;
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
@@ -243,6 +258,34 @@ void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::siz
   if (planning_) return;
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
+}
+
+namespace {
+void CL_CALLBACK release_read(cl_event, cl_int, void* user) {
+  delete static_cast<std::shared_ptr<std::vector<unsigned char>>*>(user);
+}
+}  // namespace
+
+Context::PendingRead Context::read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset) {
+  PendingRead read{std::make_shared<std::vector<unsigned char>>(bytes), {}};
+  cl_event event = nullptr;
+  check(
+      clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_FALSE, offset, bytes, read.bytes->data(), 0, nullptr, &event),
+      "clEnqueueReadBuffer", std::to_string(bytes) + " bytes (queued)");
+  read.event = EventHandle(event);
+  // The copy keeps its memory until it completes; without a callback the memory is kept for good (a small leak
+  // on a driver that refuses callbacks, never a write into freed memory).
+  auto* keep = new std::shared_ptr<std::vector<unsigned char>>(read.bytes);
+  if (clSetEventCallback(event, CL_COMPLETE, release_read, keep) != CL_SUCCESS) (void)keep;
+  return read;
+}
+
+double Context::device_ms(cl_event event) {
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) != CL_SUCCESS ||
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS || end < start)
+    return 0.0;
+  return static_cast<double>(end - start) * 1e-6;
 }
 
 void Context::finish() {
@@ -360,6 +403,13 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event)});
   }
   check(status, "clEnqueueNDRangeKernel", kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_));
+  // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
+  // leave the device idle while the host enqueues the first hundreds of launches of a generation.
+  constexpr int kFlushEvery = 32;
+  if (++unflushed_ >= kFlushEvery) {
+    unflushed_ = 0;
+    check(clFlush(queue_.get()), "clFlush", "after " + std::to_string(kFlushEvery) + " launches");
+  }
 }
 
 std::vector<KernelTiming> Context::collect_timings() {
