@@ -48,6 +48,8 @@ class EngineWorker : public QObject {
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading(const QString& what);
+  // While a model opens: weights read and on the device, GPU kernels prepared (throttled).
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void image_ready(const sdt::ui::GeneratedImage& image);
@@ -113,6 +115,7 @@ class EngineHost : public QObject {
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading_started(const QString& what);
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void image_ready(const sdt::ui::GeneratedImage& image);

@@ -8,6 +8,7 @@
 #include <QImage>
 #include <QList>
 #include <QMetaType>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 #include <cstdint>
@@ -24,8 +25,9 @@ struct LoadRequest {
   quint64 id = 0;  // given by EngineHost::load(), for cancelling
   QString model;
   QString taesd;
-  QString device;     // selector as sdt::select_device() takes it; empty: first GPU, else first device
-  QString cache_dir;  // kernel binary cache; empty: the engine's default location
+  QString device;              // selector as sdt::select_device() takes it; empty: first GPU, else first device
+  QString cache_dir;           // kernel binary cache; empty: the engine's default location
+  QSize image_size{512, 512};  // the kernels of this size are prepared while the model opens
   // Devices (gpu_check.hpp's device_key) whose GPU check found a safe path: the tensor cores off, fp32 weights.
   QStringList devices_without_tensor_cores;
   QStringList devices_with_fp32_weights;
@@ -105,3 +107,4 @@ Q_DECLARE_METATYPE(sdt::ui::GeneratedImage)
 Q_DECLARE_METATYPE(sdt::ui::ProgressInfo)
 Q_DECLARE_METATYPE(sdt::ui::Failure)
 Q_DECLARE_METATYPE(sdt::DeviceInfo)
+Q_DECLARE_METATYPE(sdt::OpenProgress)

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
     if (o.list_devices) return sdt::cli::run_list_devices(o);
     if (o.tokenize) return sdt::cli::run_tokenize(o);
     if (o.inspect) return sdt::cli::run_inspect(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());

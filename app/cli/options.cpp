@@ -30,6 +30,14 @@ void define_options(CLI::App& app, Options& o) {
                "Check that the device (--device) computes every stage and kernel path of the engine like a plain C++ "
                "reference; the verdict names the first stage that differs and the safe path");
   app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
+  app.add_option("--write-model", o.write_model,
+                 "Write the weights of --model into DIR in another layout (--layout, --write-dtype) and exit");
+  app.add_option("--layout", o.layout, "--write-model: a diffusers folder, or one SGM checkpoint (sd_turbo.safetensors)")
+      ->check(CLI::IsMember({"diffusers", "single-file"}))
+      ->capture_default_str();
+  app.add_option("--write-dtype", o.write_dtype, "--write-model: the weights' dtype in the files")
+      ->check(CLI::IsMember({"fp32", "fp16"}))
+      ->capture_default_str();
   app.add_option("--model", o.model,
                  "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
                  "random:tiny or random:sd-turbo")

@@ -18,6 +18,9 @@ struct Options {
   bool inspect = false;
   bool self_check = false;
   std::optional<std::string> tokenize;  // --tokenize TEXT
+  std::string write_model;              // --write-model DIR
+  std::string layout = "diffusers";     // diffusers | single-file
+  std::string write_dtype = "fp32";     // fp32 | fp16
   // model and device
   std::string model = "random:tiny";
   std::string taesd;
@@ -36,7 +39,7 @@ struct Options {
   int height = 512;
   bool size_given = false;
   int steps = 1;
-  std::string decoder = "full";  // full | tiny | both
+  std::string decoder = "full";     // full | tiny | both
   std::string vae_tiling = "auto";  // auto | never | always
   int vae_tile = 0;                 // latents; 0: the engine chooses
   std::string init_image;
@@ -64,5 +67,6 @@ int run_inspect(const Options& options);
 int run_tokenize(const Options& options);
 int run_generate(const Options& options);
 int run_self_check(const Options& options);
+int run_write_model(const Options& options);
 
 }  // namespace sdt::cli

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "runtime/cl_error.hpp"
@@ -135,16 +136,21 @@ void set_source_override(const std::string& name, std::optional<std::string> sou
     g_source_overrides.erase(name);
 }
 
-cl_program ProgramCache::get(std::string_view name, const std::string& options) {
+namespace {
+
+// The source a build of kernels/<name>.cl uses: a test's override, else the embedded text (empty when none).
+std::string source_of(std::string_view name) {
   {
-    std::unique_lock lock(g_override_mutex);
-    if (const auto it = g_source_overrides.find(name); it != g_source_overrides.end()) {
-      const std::string source = it->second;
-      lock.unlock();
-      return get_source(name, source, options);
-    }
+    std::lock_guard lock(g_override_mutex);
+    if (const auto it = g_source_overrides.find(name); it != g_source_overrides.end()) return it->second;
   }
-  const std::string_view source = kernels::source(name);
+  return std::string(kernels::source(name));
+}
+
+}  // namespace
+
+cl_program ProgramCache::get(std::string_view name, const std::string& options) {
+  const std::string source = source_of(name);
   if (source.empty())
     throw Error(ErrorKind::Internal, "no embedded kernel source kernels/" + std::string(name) + ".cl");
   return get_source(name, source, options);
@@ -152,57 +158,165 @@ cl_program ProgramCache::get(std::string_view name, const std::string& options) 
 
 cl_program ProgramCache::get_source(std::string_view label, std::string_view source, const std::string& options) {
   const std::string key = memory_key(label, source, options);
-  if (auto it = programs_.find(key); it != programs_.end()) {
-    ++stats_.memory_hits;
-    return it->second.program;
+  {
+    std::unique_lock lock(mutex_);
+    // Another thread building it: wait for its result rather than build it twice.
+    built_.wait(lock, [&] { return !building_.count(key); });
+    if (auto it = programs_.find(key); it != programs_.end()) {
+      ++stats_.memory_hits;
+      return it->second.program;
+    }
+    building_.insert(key);
   }
+  // Built outside the lock: other programs build meanwhile on other threads.
   const auto t0 = std::chrono::steady_clock::now();
   cl_program program = nullptr;
-  std::filesystem::path path;
-  if (!dir_.empty()) {
-    path = entry_path(source, options);
-    std::error_code ec;
-    if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-      program = load_binary(path, label, entry_key(source, options), options);
+  bool from_disk = false;
+  try {
+    std::filesystem::path path;
+    if (!dir_.empty()) {
+      path = entry_path(source, options);
+      std::error_code ec;
+      if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+        program = load_binary(path, label, entry_key(source, options), options);
+    }
+    from_disk = program != nullptr;
+    if (!program) {
+      program = build_from_source(label, source, options);
+      if (!path.empty()) store_binary(program, path, entry_key(source, options));
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    building_.erase(key);
+    built_.notify_all();
+    throw;
   }
-  const bool from_disk = program != nullptr;
-  if (from_disk) {
-    ++stats_.disk_hits;
-  } else {
-    program = build_from_source(label, source, options);
-    ++stats_.source_builds;
-    if (!path.empty()) store_binary(program, path, entry_key(source, options));
-  }
+  std::lock_guard lock(mutex_);
+  ++(from_disk ? stats_.disk_hits : stats_.source_builds);
   stats_.build_ms += ms_since(t0);
   programs_.emplace(key, Entry{program, from_disk, std::string(source), options});
+  building_.erase(key);
+  built_.notify_all();
   return program;
 }
 
 bool ProgramCache::from_disk(cl_program program) const {
+  std::lock_guard lock(mutex_);
   for (const auto& [key, entry] : programs_)
     if (entry.program == program) return entry.from_disk;
   return false;
 }
 
 cl_program ProgramCache::rebuild(cl_program program, std::string_view label, const std::string& why) {
-  for (auto& [key, entry] : programs_) {
-    if (entry.program != program) continue;
-    const std::string& options = entry.options;
-    const std::filesystem::path path = dir_.empty() ? std::filesystem::path() : entry_path(entry.source, options);
-    ++stats_.disk_rejects;
-    log::get("cl")->warn("kernel cache entry {} for {} {}; rebuilding from source and replacing it",
-                         path_to_utf8(path), label, why);
-    const auto t0 = std::chrono::steady_clock::now();
-    cl_program built = build_from_source(label, entry.source, options);
-    ++stats_.source_builds;
-    if (!path.empty()) store_binary(built, path, entry_key(entry.source, options));
-    stats_.build_ms += ms_since(t0);
-    clReleaseProgram(entry.program);  // kernels made from it keep it alive as long as they need it
-    entry.program = built;
-    entry.from_disk = false;
-    return built;
+  std::string source, options;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, entry] : programs_)
+      if (entry.program == program) {
+        source = entry.source;
+        options = entry.options;
+        break;
+      }
   }
-  throw Error(ErrorKind::Internal, "ProgramCache::rebuild: a program this cache did not make (" + std::string(label) + ")");
+  if (source.empty())
+    throw Error(ErrorKind::Internal,
+                "ProgramCache::rebuild: a program this cache did not make (" + std::string(label) + ")");
+  const std::filesystem::path path = dir_.empty() ? std::filesystem::path() : entry_path(source, options);
+  log::get("cl")->warn("kernel cache entry {} for {} {}; rebuilding from source and replacing it", path_to_utf8(path),
+                       label, why);
+  const auto t0 = std::chrono::steady_clock::now();
+  cl_program built = build_from_source(label, source, options);
+  if (!path.empty()) store_binary(built, path, entry_key(source, options));
+  std::lock_guard lock(mutex_);
+  ++stats_.disk_rejects;
+  ++stats_.source_builds;
+  stats_.build_ms += ms_since(t0);
+  for (auto& [key, entry] : programs_)
+    if (entry.program == program) {
+      clReleaseProgram(entry.program);  // kernels made from it keep it alive as long as they need it
+      entry.program = built;
+      entry.from_disk = false;
+      return built;
+    }
+  clReleaseProgram(built);  // unreachable: entries are never removed while the cache lives
+  throw Error(ErrorKind::Internal, "ProgramCache::rebuild: the entry of " + std::string(label) + " went away");
+}
+
+ProgramCacheStats ProgramCache::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+bool ProgramCache::available(std::string_view name, const std::string& options) const {
+  const std::string source = source_of(name);
+  const std::string key = memory_key(name, source, options);
+  {
+    std::lock_guard lock(mutex_);
+    if (programs_.count(key)) return true;
+  }
+  std::error_code ec;
+  return !dir_.empty() && std::filesystem::exists(entry_path(source, options), ec);
+}
+
+ProgramPreparation::ProgramPreparation(ProgramCache& cache, std::vector<ProgramRequest> requests, int threads)
+    : cache_(cache), requests_(std::move(requests)), start_(std::chrono::steady_clock::now()) {
+  const int count = std::max(1, std::min<int>(threads, static_cast<int>(requests_.size())));
+  if (requests_.empty()) return;
+  for (int t = 0; t < count; ++t) threads_.emplace_back([this] { work(); });
+}
+
+ProgramPreparation::~ProgramPreparation() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void ProgramPreparation::work() {
+  for (;;) {
+    std::size_t i;
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_ || next_ >= requests_.size()) return;
+      i = next_++;
+    }
+    try {
+      (void)cache_.get(requests_[i].name, requests_[i].options);
+    } catch (const std::exception& e) {
+      // get() reports it again, with its context, when the program is needed.
+      log::get("cl")->info("preparing kernels/{}.cl failed; it is built again when needed: {}", requests_[i].name,
+                           e.what());
+    }
+    std::lock_guard lock(mutex_);
+    if (++done_ == static_cast<int>(requests_.size())) wall_ms_ = ms_since(start_);
+    changed_.notify_all();
+  }
+}
+
+int ProgramPreparation::done() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+bool ProgramPreparation::wait(const std::function<void(int)>& on_progress, const std::atomic<bool>* cancel) {
+  int reported = -1;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (done_ != reported) {
+      reported = done_;
+      lock.unlock();
+      if (on_progress) on_progress(reported);
+      lock.lock();
+      continue;
+    }
+    if (done_ == static_cast<int>(requests_.size())) return true;
+    if (cancel && cancel->load()) {
+      stop_ = true;
+      return false;
+    }
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
 }
 
 cl_program ProgramCache::build_from_source(std::string_view label, std::string_view source,
@@ -219,8 +333,8 @@ cl_program ProgramCache::build_from_source(std::string_view label, std::string_v
     clReleaseProgram(program);
     log::get("cl")->error("kernels/{}.cl failed to build with options '{}':\n{}", label, options, log);
     throw Error(ErrorKind::Device,
-                "clBuildProgram failed with " + std::string(error_name(status)) + " for kernels/" +
-                    std::string(label) + ".cl on " + device_.info.name + "; build log:\n" + log,
+                "clBuildProgram failed with " + std::string(error_name(status)) + " for kernels/" + std::string(label) +
+                    ".cl on " + device_.info.name + "; build log:\n" + log,
                 error_hint(CL_BUILD_PROGRAM_FAILURE));
   }
   const std::string warnings = build_log(program, device);
@@ -231,7 +345,10 @@ cl_program ProgramCache::build_from_source(std::string_view label, std::string_v
 cl_program ProgramCache::load_binary(const std::filesystem::path& path, std::string_view label, const std::string& key,
                                      const std::string& options) {
   auto reject = [&](const std::string& why) -> cl_program {
-    ++stats_.disk_rejects;
+    {
+      std::lock_guard lock(mutex_);
+      ++stats_.disk_rejects;
+    }
     log::get("cl")->info("kernel cache entry {} for {} is unusable ({}); rebuilding from source", path_to_utf8(path),
                          label, why);
     return nullptr;
