@@ -1,7 +1,6 @@
 #include "models/taesd.hpp"
 
 #include "models/native_resolution.hpp"
-#include "sdt/error.hpp"
 
 namespace sdt::models {
 
@@ -10,14 +9,6 @@ namespace sdt::models {
 namespace {
 
 constexpr float kLatentClamp = 3.0f;  // DecoderTiny: tanh(x / 3) · 3
-
-void check_lengths(const std::vector<int>& channels, const std::vector<int>& blocks, const char* what) {
-  if (channels.empty() || channels.size() != blocks.size())
-    throw Error(
-        ErrorKind::BadModel,
-        std::string("taesd: ") + what + " block_out_channels and num_blocks must have the same, non-zero length",
-        "check taesd/config.json");
-}
 
 }  // namespace
 
@@ -44,7 +35,6 @@ nn::Tensor TaesdBlock::operator()(cl::Context& ctx, const nn::Tensor& x) const {
 
 TaesdDecoder::TaesdDecoder(const nn::WeightScope& scope, const io::TaesdConfig& c) {
   const auto& channels = c.decoder_block_out_channels;
-  check_lengths(channels, c.num_decoder_blocks, "decoder");
   const nn::WeightScope layers = scope["decoder"]["layers"];
   layers_0_ =
       nn::Conv2d(layers[0], c.latent_channels, channels[0], 3, 1, -1, true, nn::ConvPlan::square(kNativeLatentSide));
@@ -87,7 +77,6 @@ nn::Tensor TaesdDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents)
 
 TaesdEncoder::TaesdEncoder(const nn::WeightScope& scope, const io::TaesdConfig& c) {
   const auto& channels = c.encoder_block_out_channels;
-  check_lengths(channels, c.num_encoder_blocks, "encoder");
   const nn::WeightScope layers = scope["encoder"]["layers"];
   int index = 0;
   const int n = static_cast<int>(channels.size());

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "models/native_resolution.hpp"
-#include "sdt/error.hpp"
 
 namespace sdt::models {
 
@@ -23,12 +22,6 @@ nn::ResnetShape vae_resnet(const io::VaeConfig& c, std::int64_t in, std::int64_t
           .eps = kVaeEps,
           .output_scale_factor = 1.0f,
           .native_size = side};
-}
-
-void check_config(const io::VaeConfig& c) {
-  if (c.block_out_channels.empty() || c.layers_per_block < 1)
-    throw Error(ErrorKind::BadModel, "vae: block_out_channels is empty or layers_per_block < 1",
-                "check vae/config.json");
 }
 
 }  // namespace
@@ -55,7 +48,6 @@ nn::Tensor VaeMidBlock::operator()(cl::Context& ctx, nn::Tensor x) const {
 }
 
 VaeDecoder::VaeDecoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
-  check_config(c);
   const int n = static_cast<int>(c.block_out_channels.size());
   auto reversed = [&](int i) { return static_cast<std::int64_t>(c.block_out_channels[n - 1 - i]); };
   if (c.use_post_quant_conv)
@@ -98,7 +90,6 @@ nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) c
 }
 
 VaeEncoder::VaeEncoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
-  check_config(c);
   const int n = static_cast<int>(c.block_out_channels.size());
   const nn::WeightScope encoder = scope["encoder"];
   const std::int64_t image = kNativeImageSide;

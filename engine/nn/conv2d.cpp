@@ -20,17 +20,23 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
                const ConvGeometry& geometry, bool bias, const ConvPlan& plan)
     : in_channels_(in_channels), out_channels_(out_channels), geometry_(geometry) {
   const std::vector<std::int64_t> shape{out_channels, in_channels, kernel_size, kernel_size};
+  const std::int64_t fan_in = in_channels * kernel_size * kernel_size;
   const DType storage = scope.storage();
-  if (kernel_size == 3 && plan.native_h > 0 &&
-      winograd_worth(scope.ctx(), in_channels, out_channels, geometry, plan.native_h, plan.native_w, storage)) {
+  // The choice needs the device's tuning row; a source without a device (listing the weights only) lists the same
+  // spec either way.
+  const cl::Context* device = scope.device();
+  if (kernel_size == 3 && plan.native_h > 0 && device &&
+      winograd_worth(*device, in_channels, out_channels, geometry, plan.native_h, plan.native_w, storage)) {
     // The filter transform reads the fp32 values, so the transformed filter is rounded once into the storage.
-    const int m = winograd_tile(scope.ctx(), storage);
-    winograd_ = scope.transformed("weight", shape,
-                                  [&](const Tensor& w) { return winograd_filter(scope.ctx(), w, storage, m); });
+    const int m = winograd_tile(*device, storage);
+    WeightTransform transform;
+    transform.shape = {(m + 2) * (m + 2), out_channels, in_channels};
+    transform.apply = [](cl::Context& ctx, const Tensor& w, const Tensor& u) { winograd_filter_into(ctx, w, u); };
+    winograd_ = scope.transformed("weight", shape, Init::uniform(fan_in), transform);
   } else {
-    weight_ = scope.matrix("weight", shape);
+    weight_ = scope.matrix("weight", shape, Init::uniform(fan_in));
   }
-  if (bias) bias_ = scope.vector("bias", out_channels);
+  if (bias) bias_ = scope.vector("bias", out_channels, Init::uniform(fan_in));
 }
 
 Tensor Conv2d::run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,

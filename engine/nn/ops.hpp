@@ -66,6 +66,9 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 // The tiles go through in chunks whose transformed input and products fit the workspace budget of the device's
 // tuning row, so the workspace stays bounded at any image size.
 Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m);
+// The same transform into a filter u [(m+2)², O, C] allocated by the caller (its first dimension says m, its dtype
+// the storage): what the weight loader runs after uploading w.
+void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u);
 Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b,
                        const ConvGeometry& geometry, const ConvFusion& fusion = {});
 // The output tile m the device's tuning row chooses for a filter stored as `storage` (4 for fp32, 2 for fp16).

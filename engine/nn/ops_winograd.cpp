@@ -49,24 +49,37 @@ int winograd_tile(const cl::Context& ctx, DType storage) {
 }
 
 Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m) {
+  if (m != 2 && m != 4) fail("winograd_filter", "the output tile is 2 or 4, got " + std::to_string(m));
+  if (!w.defined() || w.rank() != 4)
+    fail("winograd_filter",
+         "expected a 3×3 kernel w [O, C, 3, 3], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
+  Tensor u;
+  u.shape = {(m + 2) * (m + 2), w.dim(0), w.dim(1)};
+  u.dtype = storage;
+  detail::require_int_indexable("winograd_filter", u);
+  u.buffer = ctx.persistent(u.bytes());
+  winograd_filter_into(ctx, w, u);
+  return u;
+}
+
+void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u) {
   const std::string op = "winograd_filter";
-  if (m != 2 && m != 4) fail(op, "the output tile is 2 or 4, got " + std::to_string(m));
   if (!w.defined() || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3)
     fail(op, "expected a 3×3 kernel w [O, C, 3, 3], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
   const std::int64_t O = w.dim(0), C = w.dim(1);
   detail::require_weight(op, "w", w, {O, C, 3, 3});
-  Tensor u;
-  u.shape = {(m + 2) * (m + 2), O, C};
-  u.dtype = storage;
+  const int m = u.defined() ? tile_of(u) : 0;
+  if (m == 0)
+    fail(op, "expected a filter u [16 or 36, O, C] to write, got " +
+                 (u.defined() ? describe("u", u) : std::string("nothing")));
+  detail::require_weight(op, "u", u, {(m + 2) * (m + 2), O, C});
   detail::require_int_indexable(op, u);
-  u.buffer = ctx.persistent(u.bytes());
   cl_kernel kernel = ctx.kernel("winograd", "winograd_filter",
                                 std::string(" -DIN_HALF=") + (w.dtype == DType::F16 ? "1" : "0") + " -DOUT_HALF=" +
-                                    (storage == DType::F16 ? "1" : "0") + " -DWINO_M=" + std::to_string(m));
+                                    (u.dtype == DType::F16 ? "1" : "0") + " -DWINO_M=" + std::to_string(m));
   const std::size_t local = detail::fit_local(ctx, kernel, 64);
   ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C), local), static_cast<std::size_t>(O)),
              cl::Range(local, 1), static_cast<int>(O), static_cast<int>(C), w.buffer, u.buffer);
-  return u;
 }
 
 Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b, const ConvGeometry& g,

@@ -24,7 +24,8 @@ ResnetBlock2D::ResnetBlock2D(const WeightScope& scope, const ResnetShape& shape)
   conv1_ = Conv2d(scope["conv1"], shape.in_channels, shape.out_channels, 3, 1, -1, true, plan);
   if (shape.temb_channels > 0) {
     time_emb_proj_.emplace(scope["time_emb_proj"], shape.temb_channels, shape.out_channels);
-    conv1_bias_row_ = alias(*conv1_.bias(), {1, shape.out_channels});
+    // A RecordingSource's tensors have no buffer (it only lists the weights): nothing to alias then.
+    if (const Tensor* bias = conv1_.bias()) conv1_bias_row_ = alias(*bias, {1, shape.out_channels});
   }
   norm2_ = GroupNorm(scope["norm2"], shape.out_channels, shape.groups, shape.eps);
   conv2_ = Conv2d(scope["conv2"], shape.out_channels, shape.out_channels, 3, 1, -1, true, plan);

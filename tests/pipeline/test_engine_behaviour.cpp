@@ -241,6 +241,9 @@ TEST(Engine, ReportsNonFiniteLatentsNamingTheUNetInsteadOfMakingAnImage) {
   EngineOptions o = fixture_engine_options();
   o.model = make_overflowing_unet_model(dir.path()).string();
   o.taesd = "";
+  // The direct convolution: as Winograd, conv_out's filter transform at load already overflows (sums of 3e38), and
+  // the message then rightly names unet.conv_out.weight as holding Inf (checked below).
+  o.winograd = WinogradUse::Off;
   Engine engine(o);
   try {
     (void)engine.generate(small_request());
@@ -251,6 +254,23 @@ TEST(Engine, ReportsNonFiniteLatentsNamingTheUNetInsteadOfMakingAnImage) {
     EXPECT_NE(e.message().find("non-finite"), std::string::npos) << e.message();
     // Huge but finite weights: the overflow happened in the computation, and the message says so.
     EXPECT_NE(e.message().find("its weights are all finite"), std::string::npos) << e.message();
+  }
+}
+
+TEST(Engine, ReportsAWinogradFilterThatOverflowedAtLoadByItsWeightName) {
+  TempDir dir("sdt-test-overflow-model-winograd");
+  EngineOptions o = fixture_engine_options();
+  o.model = make_overflowing_unet_model(dir.path()).string();
+  o.taesd = "";
+  o.winograd = WinogradUse::On;
+  Engine engine(o);
+  try {
+    (void)engine.generate(small_request());
+    FAIL() << "an image was made from non-finite latents";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device) << e.message();
+    EXPECT_NE(e.message().find("its weights hold NaN or Inf: unet.conv_out.weight"), std::string::npos)
+        << e.message();
   }
 }
 
