@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "../cli/utf8_console.hpp"
-#include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/log.hpp"
 #include "sdt/utf8_path.hpp"
+#include "utf8_console.hpp"
 
 namespace {
 
@@ -118,8 +118,8 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
-  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
-  const sdt::cli::Utf8Console console;
+  sdt::app::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::app::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-bench: SD-Turbo pipeline benchmark on one OpenCL device"};
   app.add_option("--model", o.model, "Model (default: SD-Turbo's exact architecture with random weights)")
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
-  sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
+  sdt::set_log_level(o.verbose ? sdt::LogLevel::Info : sdt::LogLevel::Warn);
 
   try {
     sdt::EngineOptions eo;

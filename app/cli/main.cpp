@@ -6,15 +6,15 @@
 #include <exception>
 
 #include "options.hpp"
-#include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/log.hpp"
 #include "utf8_console.hpp"
 
 int main(int argc, char** argv) {
   using sdt::cli::Options;
-  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
-  const sdt::cli::Utf8Console console;
+  sdt::app::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::app::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-cli: SD-Turbo image generation on OpenCL"};
   app.set_version_flag("--version", std::string("sdturbo-cli ") + sdt::version());
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", o.verbose, "Log what the engine does");
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
 
-  sdt::log::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+  sdt::set_log_level(o.verbose ? sdt::LogLevel::Debug : sdt::LogLevel::Warn);
   try {
     if (o.list_devices) return sdt::cli::run_list_devices(o);
     if (o.tokenize) return sdt::cli::run_tokenize(o);

@@ -10,8 +10,8 @@
 #include <QIcon>
 #include <QTimer>
 
-#include "runtime/log.hpp"
 #include "sdt/engine.hpp"
+#include "sdt/log.hpp"
 #include "ui/command_line.hpp"
 #include "ui/logging.hpp"
 #include "ui/main_window.hpp"
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   command_line.process(app);
 
   const QString log_file = sdt::ui::install_log_sinks(sdt::ui::Settings::log_folder());
-  sdt::log::set_level(spdlog::level::info);
+  sdt::set_log_level(sdt::LogLevel::Info);
   sdt::ui::ui_log()->info("SD-Turbo Studio {} starting; log file {}", sdt::version(), log_file.toStdString());
 
   auto settings = command_line.has_settings_file()

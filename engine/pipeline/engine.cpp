@@ -10,7 +10,7 @@
 #include "io/model_files.hpp"
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/stage_timing.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt {

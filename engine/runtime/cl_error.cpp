@@ -3,7 +3,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::cl {

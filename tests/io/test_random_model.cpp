@@ -8,7 +8,7 @@
 #include "io/model_files.hpp"
 #include "io/weight_specs.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

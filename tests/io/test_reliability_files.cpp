@@ -9,7 +9,7 @@
 #include "io/safetensors.hpp"
 #include "io_test_helpers.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

@@ -30,7 +30,7 @@
 #include <string_view>
 
 #include "runtime/cl_error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/image.hpp"
 #include "test_common.hpp"
 #include "ui/gallery_files.hpp"
