@@ -22,3 +22,8 @@ else()
   add_library(sdt::utf8proc ALIAS sdt_utf8proc)
 endif()
 find_package(CLI11 CONFIG REQUIRED)
+# SHA-256 of checkpoint files (A1111's model hash): OpenSSL's libcrypto here, Windows' own CNG (bcrypt.dll) there,
+# so the Windows builds need nothing more.
+if(NOT WIN32)
+  find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+endif()

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev qt6-base-dev-tools libgl-dev
   ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo pocl-opencl-icd
-  libspdlog-dev libfmt-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev libpng-dev libcli11-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev libpng-dev libcli11-dev libssl-dev
   clang libclang-rt-14-dev
   xvfb xauth x11-utils imagemagick
 )

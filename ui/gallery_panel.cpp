@@ -87,6 +87,11 @@ GalleryPanel::GalleryPanel(GalleryModel* model, QWidget* parent) : QWidget(paren
   open_ = action_button(tr("Open"), s->standardIcon(QStyle::SP_DialogOpenButton), tr("Open in the image viewer"));
   copy_image_ = action_button(tr("Copy"), s->standardIcon(QStyle::SP_FileIcon), tr("Copy the image"));
   copy_prompt_ = action_button(tr("Prompt"), s->standardIcon(QStyle::SP_FileDialogDetailedView), tr("Copy the prompt"));
+  copy_prompt_->setObjectName(QStringLiteral("gallery_copy_prompt"));
+  copy_parameters_ = action_button(tr("Parameters"), s->standardIcon(QStyle::SP_FileDialogInfoView),
+                                   tr("Copy the parameters (A1111's text: prompt, steps, seed, size, model), to paste "
+                                      "into A1111 or ComfyUI"));
+  copy_parameters_->setObjectName(QStringLiteral("gallery_copy_parameters"));
   reveal_ = action_button(tr("Reveal"), s->standardIcon(QStyle::SP_DirOpenIcon), tr("Show in the file manager"));
   delete_ = action_button(tr("Delete"), s->standardIcon(QStyle::SP_TrashIcon), tr("Move to the trash"));
   use_settings_ = action_button(tr("Use settings"), s->standardIcon(QStyle::SP_BrowserReload),
@@ -95,10 +100,11 @@ GalleryPanel::GalleryPanel(GalleryModel* model, QWidget* parent) : QWidget(paren
   connect(open_, &QToolButton::clicked, this, &GalleryPanel::open_selected);
   connect(copy_image_, &QToolButton::clicked, this, &GalleryPanel::copy_image);
   connect(copy_prompt_, &QToolButton::clicked, this, &GalleryPanel::copy_prompt);
+  connect(copy_parameters_, &QToolButton::clicked, this, &GalleryPanel::copy_parameters);
   connect(reveal_, &QToolButton::clicked, this, &GalleryPanel::reveal_selected);
   connect(delete_, &QToolButton::clicked, this, &GalleryPanel::delete_selected);
   connect(use_settings_, &QToolButton::clicked, this, &GalleryPanel::use_settings);
-  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, reveal_, delete_}) {
+  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, copy_parameters_, reveal_, delete_}) {
     auto* action = new QAction(b->icon(), b->toolTip(), view_);
     connect(action, &QAction::triggered, b, &QToolButton::click);
     view_->addAction(action);
@@ -111,7 +117,8 @@ GalleryPanel::GalleryPanel(GalleryModel* model, QWidget* parent) : QWidget(paren
 
   auto* actions = new QHBoxLayout;
   actions->setSpacing(0);
-  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, reveal_, delete_}) actions->addWidget(b);
+  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, copy_parameters_, reveal_, delete_})
+    actions->addWidget(b);
   actions->addStretch(1);
 
   auto* layout = new QVBoxLayout(this);
@@ -152,9 +159,11 @@ void GalleryPanel::select_path(const QString& path) {
 
 void GalleryPanel::update_actions() {
   const bool any = !selected_path().isEmpty();
-  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, reveal_, delete_}) b->setEnabled(any);
+  for (QToolButton* b : {use_settings_, open_, copy_image_, copy_prompt_, copy_parameters_, reveal_, delete_})
+    b->setEnabled(any);
   const GalleryEntry* e = model_->entry(view_->currentIndex().row());
   copy_prompt_->setEnabled(e && !e->parameters.prompt.isEmpty());
+  copy_parameters_->setEnabled(e && !e->parameters.parameters_text.isEmpty());
   use_settings_->setEnabled(e && e->parameters.has_settings());
   if (model_->rowCount() == 0) {
     empty_hint_->setText(
@@ -253,6 +262,11 @@ void GalleryPanel::copy_image() {
 void GalleryPanel::copy_prompt() {
   const GalleryEntry* e = model_->entry(view_->currentIndex().row());
   if (e && !e->parameters.prompt.isEmpty()) QApplication::clipboard()->setText(e->parameters.prompt);
+}
+
+void GalleryPanel::copy_parameters() {
+  const GalleryEntry* e = model_->entry(view_->currentIndex().row());
+  if (e && !e->parameters.parameters_text.isEmpty()) QApplication::clipboard()->setText(e->parameters.parameters_text);
 }
 
 void GalleryPanel::reveal_selected() {

@@ -1,6 +1,6 @@
 // GalleryPanel: the gallery's thumbnails (a QListView in icon mode over GalleryModel), the selected image's
 // parameters as read from its PNG and its timings as read from the sidecar beside it, and the actions on it: open,
-// copy image, copy prompt, reveal in the file manager, delete (to the trash, after a confirmation; its sidecar goes
+// copy image, copy prompt, copy parameters (A1111's text, for pasting into A1111 or ComfyUI), reveal in the file manager, delete (to the trash, after a confirmation; its sidecar goes
 // with it) and "use these settings".
 #pragma once
 
@@ -37,6 +37,7 @@ class GalleryPanel : public QWidget {
   void open_selected();
   void copy_image();
   void copy_prompt();
+  void copy_parameters();
   void reveal_selected();
   void delete_selected();
   void use_settings();
@@ -62,6 +63,7 @@ class GalleryPanel : public QWidget {
   QToolButton* open_ = nullptr;
   QToolButton* copy_image_ = nullptr;
   QToolButton* copy_prompt_ = nullptr;
+  QToolButton* copy_parameters_ = nullptr;
   QToolButton* reveal_ = nullptr;
   QToolButton* delete_ = nullptr;
   QToolButton* use_settings_ = nullptr;

@@ -4,11 +4,11 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QRegularExpression>
 #include <QStringList>
 #include <algorithm>
 #include <iterator>
 
+#include "sdt/png_metadata.hpp"
 #include "sdt/stage.hpp"
 
 namespace sdt::ui {
@@ -24,17 +24,6 @@ QString stage_label(QString key) {
   if (key.endsWith(QLatin1String("_ms"))) key.chop(3);
   key.replace(QLatin1Char('_'), QLatin1Char(' '));
   return key;
-}
-
-std::optional<quint64> to_seed(const QJsonValue& v) {
-  if (v.isString()) {
-    bool ok = false;
-    const quint64 s = v.toString().toULongLong(&ok);
-    return ok ? std::optional<quint64>(s) : std::nullopt;
-  }
-  // JSON numbers are doubles: exact up to 2^53, which covers every seed the app makes (32-bit).
-  if (v.isDouble() && v.toDouble() >= 0) return static_cast<quint64>(v.toDouble());
-  return std::nullopt;
 }
 
 // The timings' JSON fields of the stages: "<stage key>_ms", and "unet_step_ms" for the UNet's steps.
@@ -89,95 +78,7 @@ void read_timings(const QJsonObject& timings, ImageParameters& out) {
   }
 }
 
-// Takes whatever of our fields the object carries; nested "request"/"parameters" objects are searched too, so a
-// change of layout on the engine side degrades to fewer fields, not to none.
-void read_json(const QJsonObject& o, ImageParameters& out) {
-  if (out.prompt.isEmpty() && o.value(QLatin1String("prompt")).isString())
-    out.prompt = o.value(QLatin1String("prompt")).toString();
-  if (!out.seed) out.seed = to_seed(o.value(QLatin1String("seed")));
-  if (out.steps == 0) out.steps = o.value(QLatin1String("steps")).toInt();
-  if (out.width == 0) out.width = o.value(QLatin1String("width")).toInt();
-  if (out.height == 0) out.height = o.value(QLatin1String("height")).toInt();
-  if (out.decoder.isEmpty()) out.decoder = o.value(QLatin1String("decoder")).toString();
-  const QJsonValue model = o.value(QLatin1String("model"));
-  if (out.model.isEmpty()) {
-    if (model.isString())
-      out.model = model.toString();
-    else if (model.isObject())
-      out.model = model.toObject().value(QLatin1String("name")).toString();
-  }
-  const QJsonValue device = o.value(QLatin1String("device"));
-  if (out.device.isEmpty()) {
-    if (device.isString())
-      out.device = device.toString();
-    else if (device.isObject())
-      out.device = device.toObject().value(QLatin1String("name")).toString();
-  }
-  if (out.timings.isEmpty() && o.value(QLatin1String("timings")).isObject())
-    read_timings(o.value(QLatin1String("timings")).toObject(), out);
-  for (const char* nested : {"request", "parameters", "generation"})
-    if (o.value(QLatin1String(nested)).isObject()) read_json(o.value(QLatin1String(nested)).toObject(), out);
-}
-
-void read_a1111(const QString& text, ImageParameters& out) {
-  QStringList lines = text.split(QLatin1Char('\n'));
-  int fields_line = -1;
-  for (int i = lines.size() - 1; i >= 0; --i)
-    if (lines[i].startsWith(QLatin1String("Steps: "))) {
-      fields_line = i;
-      break;
-    }
-  QStringList prompt_lines;
-  const int prompt_end = fields_line >= 0 ? fields_line : lines.size();
-  for (int i = 0; i < prompt_end; ++i) {
-    if (lines[i].startsWith(QLatin1String("Negative prompt:"))) break;
-    prompt_lines.append(lines[i]);
-  }
-  if (out.prompt.isEmpty()) out.prompt = prompt_lines.join(QLatin1Char('\n'));
-  if (fields_line < 0) return;
-  for (const auto& [key, value] : split_a1111_fields(lines[fields_line])) {
-    if (key == QLatin1String("Steps") && out.steps == 0)
-      out.steps = value.toInt();
-    else if (key == QLatin1String("Seed") && !out.seed) {
-      bool ok = false;
-      const quint64 s = value.toULongLong(&ok);
-      if (ok) out.seed = s;
-    } else if (key == QLatin1String("Size") && out.width == 0) {
-      const auto wh = value.split(QLatin1Char('x'));
-      if (wh.size() == 2) {
-        out.width = wh[0].toInt();
-        out.height = wh[1].toInt();
-      }
-    } else if (key == QLatin1String("Model") && out.model.isEmpty()) {
-      out.model = value;
-    } else if ((key == QLatin1String("Decoder") || key == QLatin1String("VAE")) && out.decoder.isEmpty()) {
-      const QString v = value.toLower();
-      if (v.contains(QLatin1String("taesd")) || v == QLatin1String("tiny"))
-        out.decoder = QStringLiteral("tiny");
-      else if (v == QLatin1String("both"))
-        out.decoder = QStringLiteral("both");
-      else if (v == QLatin1String("full") || v == QLatin1String("vae"))
-        out.decoder = QStringLiteral("full");
-    }
-  }
-}
-
 }  // namespace
-
-QList<QPair<QString, QString>> split_a1111_fields(const QString& line) {
-  QList<QPair<QString, QString>> fields;
-  // key: value, where value is either "quoted, maybe with commas" or runs to the next comma.
-  static const QRegularExpression field(QStringLiteral(R"(\s*([^:,]+):\s*("(?:\\.|[^\\"])*"|[^,]*)\s*(?:,|$))"));
-  auto it = field.globalMatch(line);
-  while (it.hasNext()) {
-    const auto m = it.next();
-    QString value = m.captured(2).trimmed();
-    if (value.size() >= 2 && value.startsWith(QLatin1Char('"')) && value.endsWith(QLatin1Char('"')))
-      value = value.mid(1, value.size() - 2).replace(QLatin1String("\\\""), QLatin1String("\""));
-    fields.append({m.captured(1).trimmed(), value});
-  }
-  return fields;
-}
 
 QByteArray timings_json(const sdt::StageTimings& t, const std::string& device, bool cold) {
   QJsonObject o;
@@ -213,26 +114,32 @@ bool add_timings_json(const QByteArray& json, ImageParameters& out) {
 }
 
 ImageParameters parse_image_parameters(const std::vector<sdt::PngText>& texts) {
+  const sdt::PngParameters p = sdt::parse_png_metadata(texts);
+  const auto text = [](const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); };
   ImageParameters out;
-  QString a1111;
-  for (const auto& t : texts) {
-    const QString value = QString::fromUtf8(t.value.data(), static_cast<qsizetype>(t.value.size()));
-    if (t.key == "parameters") {
-      a1111 = value;
-      continue;
+  out.prompt = text(p.prompt);
+  out.negative_prompt = text(p.negative_prompt);
+  out.seed = p.seed;
+  out.steps = p.steps;
+  out.width = p.width;
+  out.height = p.height;
+  if (p.decoder) out.decoder = QString::fromLatin1(sdt::to_string(*p.decoder));
+  out.sampler = text(p.sampler);
+  out.cfg_scale = p.cfg_scale;
+  out.denoising_strength = p.denoising_strength;
+  out.model = text(p.model);
+  out.model_hash = text(p.model_hash);
+  out.device = text(p.device);
+  out.parameters_text = text(p.infotext);
+  for (const auto& t : texts) out.chunk_keys << text(t.key);
+  if (!p.timings_json.empty()) {
+    // An earlier version's timings: a chunk of their own (the sidecar's layout) or an object in the JSON chunk.
+    const QByteArray json = QByteArray::fromStdString(p.timings_json);
+    if (!add_timings_json(json, out)) {
+      const auto doc = QJsonDocument::fromJson(json);
+      if (doc.isObject() && !doc.object().contains(QLatin1String("format"))) read_timings(doc.object(), out);
     }
-    if (t.key == kTimingsChunk) {  // images saved before the timings moved to a sidecar
-      add_timings_json(value.toUtf8(), out);
-      continue;
-    }
-    if (!value.trimmed().startsWith(QLatin1Char('{'))) continue;
-    QJsonParseError error{};
-    const auto doc = QJsonDocument::fromJson(value.toUtf8(), &error);
-    if (error.error != QJsonParseError::NoError || !doc.isObject()) continue;
-    read_json(doc.object(), out);
   }
-  out.parameters_text = a1111;
-  if (!a1111.isEmpty()) read_a1111(a1111, out);
   return out;
 }
 

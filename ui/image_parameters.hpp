@@ -1,8 +1,6 @@
-// The generation parameters embedded in a gallery PNG, read back for the gallery's details pane and for "use
-// these settings". The engine writes two text chunks (engine/include/sdt/engine.hpp, png_metadata()): the
-// A1111-style `parameters` text (prompt on the first lines, then "Steps: 1, Sampler: …, Seed: 42, Size: 512x512,
-// …") that other tools read, and our JSON ("sdturbo") with the same values. The JSON is preferred; the A1111 text
-// fills in whatever the JSON lacks (or all of it, for images made by other tools).
+// The generation parameters embedded in a PNG, read back for the gallery's details pane, "use these settings" and
+// a PNG dropped on the window. The schema is the engine's, both ways (sdt/png_metadata.hpp: our JSON chunk first,
+// then A1111's infotext, parsed by A1111's rules); this is its Qt face.
 //
 // The measured stage times of an image are not in its file: they differ from run to run, while the file is
 // reproducible (the same seed, model and device give the same bytes, exactly the engine's PNG). The app keeps them
@@ -14,6 +12,7 @@
 #include <QMetaType>
 #include <QPair>
 #include <QString>
+#include <QStringList>
 #include <optional>
 #include <vector>
 
@@ -24,15 +23,21 @@ namespace sdt::ui {
 
 struct ImageParameters {
   QString prompt;
+  QString negative_prompt;
   std::optional<quint64> seed;
-  int steps = 0;  // 0: unknown
-  int width = 0;
+  int steps = 0;  // 0: unknown; as the file says (A1111's may be 20)
+  int width = 0;  // as the file says (not necessarily a multiple of 64)
   int height = 0;
   QString decoder;  // "full", "tiny" or "both" (sdt::to_string(Decoder)); "" when unknown
+  QString sampler;  // "Euler", "DPM++ 2M", ...; "" when unknown
+  std::optional<double> cfg_scale;
+  std::optional<double> denoising_strength;
   QString model;
+  QString model_hash;
   QString device;
   QList<QPair<QString, QString>> timings;  // (stage, "12.3 ms") in the order the file lists them
   QString parameters_text;                 // the raw A1111 text, for copying
+  QStringList chunk_keys;                  // every text chunk's keyword (a ComfyUI graph is "prompt"/"workflow")
 
   bool has_settings() const { return !prompt.isEmpty() || seed.has_value(); }
 };
@@ -47,9 +52,6 @@ QByteArray timings_json(const sdt::StageTimings& timings, const std::string& dev
 // Fills in the timings (and the device, when unknown) from a timings JSON, unless `out` has timings already (from
 // an old file's chunk). Returns false, changing nothing, when `json` is not a timings object.
 bool add_timings_json(const QByteArray& json, ImageParameters& out);
-
-// "Steps: 1, Sampler: Euler, Seed: 42" → ordered (key, value) pairs; values may be "quoted, with commas".
-QList<QPair<QString, QString>> split_a1111_fields(const QString& line);
 
 }  // namespace sdt::ui
 

@@ -99,6 +99,7 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
   connect(escape, &QShortcut::activated, this, &MainWindow::cancel);
 
+  adopt_existing_model();  // before listening to the settings: the model opens once, below
   connect(settings_, &Settings::changed, this, &MainWindow::on_settings_changed);
   reload_timer_.setSingleShot(true);
   reload_timer_.setInterval(0);
@@ -110,6 +111,10 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
           [this](MessageBar::Level level, const QString& text) { error_bar_->show_message(level, text); });
 
   connect_engine();
+
+  // Files dropped on the window restore their settings (main_window_drop.cpp); the prompt box passes them on.
+  setAcceptDrops(true);
+  controls_->prompt_edit()->viewport()->installEventFilter(this);
 
   if (!restoreGeometry(settings_->window_geometry())) resize(1440, 900);
   restoreState(settings_->window_state());
@@ -204,8 +209,11 @@ void MainWindow::build_menus() {
   kernel_cache_now_->setEnabled(false);
   update_kernel_cache_menu();
   model_menu_->addAction(tr("&Reload"), this, &MainWindow::reload_engine);
-  model_menu_->addAction(tr("&Get SD-Turbo (Hugging Face)…"), this,
-                         [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
+  model_menu_->addSeparator();
+  model_menu_->addAction(tr("&Download SD-Turbo…"), this, &MainWindow::download_sd_turbo)
+      ->setObjectName(QStringLiteral("download_sd_turbo"));
+  model_menu_->addAction(tr("Download T&AESD…"), this, &MainWindow::download_taesd)
+      ->setObjectName(QStringLiteral("download_taesd"));
   model_menu_->setToolTipsVisible(true);
   rebuild_recent_menu();
 

@@ -2,13 +2,21 @@
 // with the messages that matter above it, the gallery and the timings on the right, the log below when asked for.
 //
 // It owns the EngineHost (the engine on its worker thread) and reacts to its signals; it never waits for the
-// engine. Generating while a model is still opening is allowed: the worker runs requests in order, so the job
-// starts as soon as the model is resident.
+// engine.
+//
+// A file dropped anywhere on the window restores the settings its PNG records (main_window_drop.cpp). That is the
+// window's own drop handling, the fallback: Qt offers a drag first to the widget under the cursor that accepts
+// drops, so a widget with a meaning of its own for a dropped image (a start-image area for image-to-image) takes it
+// by calling setAcceptDrops(true) and accepting the event in its dragEnterEvent/dropEvent; the window only sees
+// what no such widget took. The prompt box, which would paste a file's URL as text, hands file drops to the window.
+// Generating while a model is still opening is allowed: the worker runs requests in order, so the job starts as soon as
+// the model is resident.
 #pragma once
 
 #include <QDockWidget>
 #include <QLabel>
 #include <QMainWindow>
+#include <QPointer>
 #include <QStackedWidget>
 #include <QStringList>
 #include <QTimer>
@@ -17,6 +25,7 @@
 
 #include "ui/compare_view.hpp"
 #include "ui/controls_panel.hpp"
+#include "ui/download_dialog.hpp"
 #include "ui/engine_worker.hpp"
 #include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
@@ -58,6 +67,13 @@ class MainWindow : public QMainWindow {
   const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
   QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
+  DownloadDialog* download_dialog() const { return download_dialog_; }  // the last one shown, while it exists
+  // What Download SD-Turbo… and Download TAESD… fetch; replaceable so tests can serve the fixture model (whose
+  // TAESD is not the real one, and so not the SHA-256 the real catalog ships).
+  void set_download_catalogs(Catalog sd_turbo, Catalog taesd) {
+    sd_turbo_catalog_ = std::move(sd_turbo);
+    taesd_catalog_ = std::move(taesd);
+  }
 
  public Q_SLOTS:
   void generate();
@@ -68,6 +84,14 @@ class MainWindow : public QMainWindow {
   // a model opens (a running engine keeps the cache it opened with).
   void choose_kernel_cache_folder();
   void use_default_kernel_cache_folder();
+  // Restores the prompt, seed, size, steps and decoder that the PNG at `path` records (ours, A1111's, or ComfyUI's
+  // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
+  // not, or why nothing could be.
+  void restore_parameters_from(const QString& path);
+  // Model → Download SD-Turbo… / Download TAESD… (and the first start's offer): the download dialog, whose result
+  // becomes the model (or the TAESD) once verified and in place (main_window_download.cpp).
+  void download_sd_turbo();
+  void download_taesd();
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -76,9 +100,15 @@ class MainWindow : public QMainWindow {
   void generation_failed(const QString& message);
   void image_saved(const QString& path);
   void save_failed(const QString& message);
+  // After restore_parameters_from has shown its message: `restored` when settings were applied.
+  void parameters_restored(const QString& path, bool restored);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dragMoveEvent(QDragMoveEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void build_menus();
@@ -105,6 +135,9 @@ class MainWindow : public QMainWindow {
   // How a missing gallery folder may be made (see make_gallery_folder): the same when saving and when opening it.
   MakeFolder gallery_folder_rule() const;
   void write_timings_beside(const QString& image_path, const GeneratedImage& image);
+  void show_download(const Catalog& catalog);
+  void on_downloaded(const QStringList& folders);
+  void adopt_existing_model();
 
   Settings* settings_ = nullptr;
   EngineHost* host_ = nullptr;
@@ -131,12 +164,16 @@ class MainWindow : public QMainWindow {
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
   FolderChooser choose_folder_;
+  QPointer<DownloadDialog> download_dialog_;
+  Catalog sd_turbo_catalog_ = sd_turbo_catalog();
+  Catalog taesd_catalog_ = taesd_catalog();
 
   std::optional<EngineInfo> engine_info_;
   std::optional<GeneratedImage> last_image_;
   QStringList saved_paths_;
   QString auto_selected_;  // selected in the gallery by the window after saving, not by the user
   QString load_error_;
+  QString restore_note_;  // said with the next restore's message (several files dropped)
   quint64 running_job_ = 0;
   bool closing_ = false;
 };

@@ -202,6 +202,9 @@ int run_generate(const Options& o) {
   if (g_cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
 
   // ---- outputs ----
+  // The file's "Model hash" is computed in the background the first time a checkpoint is seen (then cached): wait
+  // for it, so that the same command always writes the same file.
+  engine.model_file_hash(/*wait=*/true);
   write_png(output, result.image, engine.png_metadata(request, result));
   std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
               result.image.height, static_cast<unsigned long long>(result.seed),

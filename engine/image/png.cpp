@@ -1,7 +1,7 @@
 // PNG files for generated images and init images, with libpng: 8-bit RGB out, with the generation
-// parameters as iTXt (UTF-8) chunks; any PNG in (palette, grey, alpha, 16-bit, interlaced) read back as RGB8.
-// Implements engine/include/sdt/image.hpp. Reference: the PNG specification (iTXt, chunk order) and libpng's
-// manual (libpng-manual.txt: error handling with setjmp, memory I/O, input transformations).
+// parameters as text chunks (tEXt, or iTXt for text beyond ASCII); any PNG in (palette, grey, alpha, 16-bit,
+// interlaced) read back as RGB8. Implements engine/include/sdt/image.hpp. Reference: the PNG specification (iTXt, chunk
+// order) and libpng's manual (libpng-manual.txt: error handling with setjmp, memory I/O, input transformations).
 //
 // libpng reports errors with longjmp. A longjmp that skips a C++ destructor is undefined behaviour, so every
 // libpng call runs inside encode_rows()/decode() below, whose frames own no object with a destructor
@@ -38,7 +38,6 @@ namespace {
 
 constexpr std::uint32_t kMaxDimension = 16384;           // far beyond what the engine makes or accepts
 constexpr std::uintmax_t kMaxPngFileBytes = 512u << 20;  // an init image of 16384^2 RGBA barely compresses
-constexpr std::size_t kCompressTextAbove = 1024;         // iTXt values longer than this are zlib-compressed
 constexpr int kZlibLevel = 6;                            // fixed, so identical input gives identical bytes
 
 // What the libpng callbacks share with the code that set them up. Plain data only (see the file comment).
@@ -93,6 +92,14 @@ bool is_valid_key(const std::string& key) {
   return true;
 }
 
+// Text chunks are written as A1111 writes them (PIL's PngInfo.add_text: tEXt when the text encodes as Latin-1,
+// otherwise iTXt, never compressed), except that a Latin-1 text beyond ASCII goes into iTXt too: ComfyUI's reader
+// (ComfyUI_frontend, src/scripts/metadata/png.ts) decodes tEXt as UTF-8, and ignores iTXt's compression flag, so
+// "café" in a Latin-1 tEXt or a compressed iTXt would reach it garbled. Printable ASCII and line breaks read the
+// same in every reader.
+bool fits_text_chunk(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return (c >= 0x20 && c < 0x7F) || c == '\n'; });
+}
 
 // All libpng calls of encoding. Returns false (message in io.error) on a libpng error.
 bool encode_rows(PngIo& io, const Image& image, png_text* texts, int text_count) {
@@ -244,13 +251,17 @@ std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngTe
     values.push_back(to_valid_utf8(texts[i].value, /*replace_nul=*/true));
     png_text& chunk = chunks[i];
     std::memset(&chunk, 0, sizeof chunk);
-    chunk.compression =
-        values.back().size() > kCompressTextAbove ? PNG_ITXT_COMPRESSION_zTXt : PNG_ITXT_COMPRESSION_NONE;
     chunk.key = const_cast<char*>(texts[i].key.c_str());
     chunk.text = const_cast<char*>(values.back().c_str());
-    chunk.itxt_length = values.back().size();
-    chunk.lang = const_cast<char*>("");
-    chunk.lang_key = const_cast<char*>("");
+    if (fits_text_chunk(values.back())) {
+      chunk.compression = PNG_TEXT_COMPRESSION_NONE;
+      chunk.text_length = values.back().size();
+    } else {
+      chunk.compression = PNG_ITXT_COMPRESSION_NONE;
+      chunk.itxt_length = values.back().size();
+      chunk.lang = const_cast<char*>("");
+      chunk.lang_key = const_cast<char*>("");
+    }
   }
   std::vector<std::uint8_t> out;
   out.reserve(static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height) + 4096);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/model_files.hpp"
+#include "pipeline/model_file_hash.hpp"
 #include "pipeline/pipeline.hpp"
 #include "runtime/context.hpp"
 #include "sdt/engine.hpp"
@@ -39,6 +40,8 @@ struct Engine::Impl {
   bool oom_in_vae_decode_ = false;
   bool needs_reopen_ = false;  // set when the device failed; the next generate() rebuilds context and models
   std::vector<std::string> pending_warnings_;  // from opening (an fp16 fallback): given with the next Result
+  // The checkpoint's SHA-256, on a thread of its own (single-file models only); last, so it stops first.
+  std::unique_ptr<pipeline::ModelFileHasher> file_hasher_;
 };
 
 }  // namespace sdt

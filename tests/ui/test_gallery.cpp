@@ -1,7 +1,9 @@
 // The gallery: GalleryModel over a folder of PNGs (existing files at start, newest first, parameters read back
 // from the PNG chunks and timings from the sidecar beside each file, off the UI thread, files added and deleted by
 // others) and GalleryPanel's actions (delete only after confirmation, to the trash, with the image's sidecar; "use
-// these settings").
+// these settings", copy prompt, copy parameters).
+#include <QApplication>
+#include <QClipboard>
 #include <QDir>
 #include <QFile>
 #include <QSignalSpy>
@@ -37,7 +39,8 @@ QString write_gallery_png(const QString& folder, const QString& name, const QStr
                            R"(,"width":64,"height":48,"steps":2,"decoder":"full","model":{"name":"tiny"})" +
                            (timings ? R"(,"timings":{"text_encoder_ms":3.5,"total_ms":20.0}})" : "}");
   const std::string parameters =
-      p + "\nSteps: 2, Sampler: Euler, CFG scale: 0, Seed: " + std::to_string(seed) + ", Size: 64x48";
+      p + "\nNegative prompt: \nSteps: 2, Sampler: Euler, CFG scale: 1, Seed: " + std::to_string(seed) +
+      ", Size: 64x48, Model: tiny";
   const QString path = QDir(folder).filePath(name);
   std::vector<sdt::PngText> texts = {{"parameters", parameters}, {"sdturbo", json}};
   texts.insert(texts.end(), extra.begin(), extra.end());
@@ -314,6 +317,37 @@ class GalleryTest : public QObject {
     QCOMPARE(*p.seed, 77ull);
     QCOMPARE(p.width, 64);
     QCOMPARE(p.height, 48);
+  }
+
+  void panel_copies_the_prompt_and_the_a1111_parameters() {
+    QTemporaryDir dir;
+    const QString ours = write_gallery_png(dir.path(), QStringLiteral("ours.png"), QStringLiteral("a red fox, 狐"), 5,
+                                           QDateTime::currentDateTime().addSecs(-5));
+    // An image with our JSON only (no "parameters" chunk): nothing to copy as parameters.
+    const QString json_only = QDir(dir.path()).filePath(QStringLiteral("json_only.png"));
+    sdt::write_png(std::filesystem::path(json_only.toStdU16String()), to_sdt_image(pattern_image(8, 8, 1)),
+                   {{"sdturbo", R"({"prompt":"only json","seed":3})"}});
+    GalleryModel model;
+    model.set_folder(dir.path());
+    GalleryPanel panel(&model);
+    auto* copy_prompt = panel.findChild<QToolButton*>(QStringLiteral("gallery_copy_prompt"));
+    auto* copy_parameters = panel.findChild<QToolButton*>(QStringLiteral("gallery_copy_parameters"));
+    QVERIFY(copy_prompt && copy_parameters);
+    QVERIFY(details_of(panel, ours).contains(QStringLiteral("a red fox")));
+    QVERIFY(copy_parameters->isEnabled());
+    QApplication::clipboard()->clear();
+    copy_parameters->click();
+    // Exactly the file's text, as A1111's "PNG Info" shows it and its prompt box takes it.
+    std::vector<sdt::PngText> texts;
+    sdt::read_png(std::filesystem::path(ours.toStdU16String()), &texts);
+    QCOMPARE(QApplication::clipboard()->text(), QString::fromStdString(texts.at(0).value));
+    QVERIFY(QApplication::clipboard()->text().startsWith(QStringLiteral("a red fox, 狐\nNegative prompt: \nSteps: 2")));
+    copy_prompt->click();
+    QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("a red fox, 狐"));
+
+    QVERIFY(details_of(panel, json_only).contains(QStringLiteral("only json")));
+    QVERIFY(copy_prompt->isEnabled());
+    QVERIFY(!copy_parameters->isEnabled());
   }
 };
 

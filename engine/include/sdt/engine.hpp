@@ -53,6 +53,9 @@ struct EngineOptions {
   // one reopens the device. Negative: kDefaultGpuWatchdogSeconds on GPUs, none on CPU devices (whose stages are
   // slow at large sizes and cannot hang the display). Zero: none.
   double watchdog_seconds = -1;
+  // A single-file checkpoint's SHA-256 for the PNGs' "Model hash" (model_file_hash()): computed on a thread of its
+  // own after opening, once per file (remembered in the cache folder). Off: the PNGs leave the hash out.
+  bool hash_model_file = true;
 };
 
 // A stage takes milliseconds on a GPU and a few seconds on a small one at large sizes: two minutes is a hang.
@@ -97,7 +100,11 @@ struct StageTimings {
   std::vector<double> unet_step_ms;
   double vae_decode_ms = 0;
   double taesd_decode_ms = 0;
-  double readback_ms = 0;
+  double readback_ms = 0;  // device time of the copies to the host (images, latents, the NaN checks' counts)
+  // Device time of every kernel of this call summed, and from the first kernel's start to the last one's end:
+  // total_ms minus device_busy_ms is the host's share (launches, waits, anything the device waited for).
+  double device_busy_ms = 0;
+  double device_span_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;         // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
@@ -180,10 +187,20 @@ class Engine {
   const DeviceInfo& device() const;
   const ModelSummary& model() const;
   const LoadTimings& load_timings() const;
+  // Whether the matrix products run on tensor cores (fp16 weights on an NVIDIA GPU of compute capability 8 or
+  // later whose compiler took the kernels' PTX), with fp16 operands and fp32 accumulation.
+  bool tensor_cores() const;
 
-  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks. `tiny_image`:
-  // for the TAESD image of a Both request (its metadata names the decoder that made it).
+  // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks (the schema:
+  // sdt/png_metadata.hpp). `tiny_image`: for the TAESD image of a Both request (its metadata names the decoder
+  // that made it). The "Model hash" is there once model_file_hash() has it.
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image = false) const;
+
+  // A1111's "Model hash" of a single-file checkpoint (AutoV2: the first 10 hex digits of the file's SHA-256);
+  // "" for a diffusers folder, a random model, with EngineOptions::hash_model_file off, and while the background
+  // hashing of a file seen for the first time runs (seconds for 5 GB). `wait`: until that is done (the CLI, whose
+  // files must not depend on timing). Thread-safe.
+  std::string model_file_hash(bool wait = false) const;
 
   struct Impl;
   // The implementation (pipeline/engine_impl.hpp), for the engine's own tests and tools.

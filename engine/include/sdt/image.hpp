@@ -16,7 +16,8 @@ struct Image {
   bool empty() const { return rgb.empty(); }
 };
 
-// A PNG text chunk. Written as iTXt (UTF-8) so any prompt survives a round trip.
+// A PNG text chunk, UTF-8 both ways. Written uncompressed, as A1111 writes its parameters: tEXt when the value is
+// printable ASCII (and line breaks), iTXt otherwise, so any prompt survives a round trip and every tool reads it.
 struct PngText {
   std::string key;
   std::string value;
