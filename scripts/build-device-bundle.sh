@@ -18,7 +18,7 @@ cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSDT_BUILD_UI=OF
 cmake --build build/device -j "$(nproc)" --target sdturbo-cli sdturbo-bench
 targets=(sdturbo-cli sdturbo-bench)
 # The GPU correctness checks travel too when they build.
-for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
+for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline sdt_test_check; do
   if cmake --build build/device -j "$(nproc)" --target "$t" >/dev/null 2>&1; then targets+=("$t"); else
     echo "note: $t did not build; it stays behind"; fi
 done

@@ -9,6 +9,7 @@ packages=(
   ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo pocl-opencl-icd
   libspdlog-dev libfmt-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev libpng-dev libcli11-dev libssl-dev
   clang libclang-rt-14-dev
+  oclgrind
   xvfb xauth x11-utils imagemagick
 )
 

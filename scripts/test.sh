@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds, and runs the tests. CI runs it without arguments.
 #   scripts/test.sh             1. the release build's whole suite (CTest: GoogleTest + QtTest on the offscreen platform)
-#                               2. the libFuzzer targets over their committed seed corpora, SDT_FUZZ_SECONDS each (10)
-#                               3. the whole suite in the `debug` build under ASan + UBSan
-#                               4. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
+#                               2. every kernel family at small shapes under Oclgrind: out-of-bounds accesses and
+#                                  work-group data races fail the step
+#                               3. the libFuzzer targets over their committed seed corpora, SDT_FUZZ_SECONDS each (10)
+#                               4. the whole suite in the `debug` build under ASan + UBSan
+#                               5. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
 #   scripts/test.sh --quick     step 1 only
 # Every step runs even when an earlier one failed; the script fails if any did, and ends with a summary.
 set -uo pipefail
@@ -53,6 +55,24 @@ asan_suite() {
     suite debug
 }
 
+# The kernels in an OpenCL interpreter that checks every memory access and every work-group barrier: the
+# SmallShapes suite (one small case per kernel family and variant, tests/kernels/test_small_shapes.cpp) must pass
+# and Oclgrind must report nothing. Its memory checks are always on; --data-races adds the race detector. (Its
+# uninitialised-value plugin is not used: it rejects the `freeze` instructions of the LLVM that builds the kernels.)
+oclgrind_kernels() {
+  local log=build/release/oclgrind.log
+  rm -f "$log"
+  cmake --build build/release -j "$jobs" --target sdt_test_kernels >/dev/null || return 1
+  oclgrind --data-races --max-errors 50 --log "$log" build/release/bin/sdt_test_kernels --gtest_filter='SmallShapes.*' \
+    --gtest_brief=1 || { echo "the kernel tests failed under Oclgrind"; return 1; }
+  if [ -s "$log" ]; then
+    echo "Oclgrind reported errors:"
+    cat "$log"
+    return 1
+  fi
+  echo "Oclgrind: no out-of-bounds access and no data race"
+}
+
 # The ThreadSanitizer run builds only what the desktop app's tests need: every tests/ui/test_*.cpp (ctest -L ui
 # runs them all, so one left out of the build would fail as missing).
 tsan_suite() {
@@ -66,6 +86,7 @@ tsan_suite() {
 
 step "release suite" suite release
 if [ "$quick" = 0 ]; then
+  step "Oclgrind: kernels at small shapes" oclgrind_kernels
   step "fuzz targets (${SDT_FUZZ_SECONDS:-10} s each)" env SDT_FUZZ_SECONDS="${SDT_FUZZ_SECONDS:-10}" bash scripts/fuzz.sh
   step "ASan + UBSan suite (debug)" asan_suite
   step "ThreadSanitizer: desktop app tests" tsan_suite

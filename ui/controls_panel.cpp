@@ -393,6 +393,10 @@ void ControlsPanel::set_status(const QString& text) {
   stage_->setText(text);
 }
 
+QString ControlsPanel::status_text() const {
+  return stage_->text();
+}
+
 void ControlsPanel::set_progress(const ProgressInfo& p) {
   const double fraction = (p.index + stage_fraction(p)) / std::max(1, p.count);
   progress_->setValue(int(fraction * progress_->maximum()));

@@ -38,6 +38,7 @@ class ControlsPanel : public QWidget {
   void set_loading(bool loading);
   void set_progress(const ProgressInfo& progress);
   void set_status(const QString& text);
+  QString status_text() const;
   void show_used_seed(quint64 seed, int index, int count);
   // The decoders the open model offers (TAESD may be missing).
   void set_taesd_available(bool available);

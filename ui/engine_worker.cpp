@@ -1,6 +1,7 @@
 // The engine's worker thread and its UI-side handle; see engine_worker.hpp.
 #include "ui/engine_worker.hpp"
 
+#include <QDeadlineTimer>
 #include <QElapsedTimer>
 #include <exception>
 #include <limits>
@@ -8,6 +9,7 @@
 
 #include "sdt/image.hpp"
 #include "sdt/utf8_path.hpp"
+#include "ui/gpu_check.hpp"
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
 #include "ui/logging.hpp"
@@ -68,6 +70,7 @@ void register_meta_types() {
   qRegisterMetaType<Failure>();
   qRegisterMetaType<sdt::DeviceInfo>();
   qRegisterMetaType<QList<sdt::DeviceInfo>>();
+  qRegisterMetaType<sdt::OpenProgress>();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -97,13 +100,25 @@ void EngineWorker::cancel_load(quint64 up_to) {
   load_cancel_.store(true);
 }
 
+QString EngineWorker::activity() const {
+  QMutexLocker lock(&activity_mutex_);
+  return activity_;
+}
+
+void EngineWorker::set_activity(const QString& what) {
+  QMutexLocker lock(&activity_mutex_);
+  activity_ = what;
+}
+
 void EngineWorker::list_devices() {
   receive_handoff();
+  set_activity(QStringLiteral("listing the OpenCL devices"));
   QList<sdt::DeviceInfo> devices;
   auto failure = guarded(0, false, [&] {
     for (auto& d : sdt::list_devices()) devices.append(d);
   });
   if (failure) ui_log()->warn("listing OpenCL devices failed: {}", failure->message.toStdString());
+  set_activity(QStringLiteral("idle"));
   post_handoff([&] { Q_EMIT devices_listed(devices); });
 }
 
@@ -133,6 +148,13 @@ EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool 
                                                const std::atomic<bool>* cancel) {
   // Free the old model first: two resident SD-Turbo models may not fit on a small card.
   engine_.reset();
+  set_activity(QStringLiteral("opening the model %1").arg(request.model.trimmed().isEmpty()
+                                                              ? QStringLiteral("(the embedded random model)")
+                                                              : request.model.trimmed()));
+  struct Idle {
+    EngineWorker* worker;
+    ~Idle() { worker->set_activity(QStringLiteral("idle")); }
+  } idle_after{this};
   const Reopen previous = reopen_;
   reopen_ = Reopen::No;
   EngineInfo info;
@@ -146,10 +168,36 @@ EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool 
     // QString::toStdString() is UTF-8; path_from_utf8 makes it a path without the narrow code page (Windows).
     options.cache_dir = sdt::path_from_utf8(request.cache_dir.toStdString());
     options.cancel = cancel;
+    options.prepare_width = request.image_size.width();
+    options.prepare_height = request.image_size.height();
+    // Weights read and kernels prepared: every kernel program, and the weights a few times a second at most (the
+    // engine reports every staging buffer). Kept by the engine for its reopenings: it owns what it captures.
+    struct Shown {
+      QElapsedTimer clock;
+      int kernels_ready = -1;
+    };
+    options.on_open_progress = [this, shown = std::make_shared<Shown>()](const sdt::OpenProgress& p) {
+      const bool weights_done = p.bytes_total > 0 && p.bytes_uploaded == p.bytes_total;
+      if (p.kernels_ready == shown->kernels_ready && !weights_done && shown->clock.isValid() &&
+          shown->clock.elapsed() < 100)
+        return;
+      shown->clock.start();
+      shown->kernels_ready = p.kernels_ready;
+      post_handoff([&] { Q_EMIT opening(p); });
+    };
     for (const auto& d : sdt::list_devices()) info.any_gpu = info.any_gpu || d.is_gpu();
+    const auto device = sdt::select_device(options.device);
+    // The safe path the GPU check found for this device, if it found one (gpu_check.hpp).
+    const QString key = device_key(device);
+    info.tensor_cores_off = request.devices_without_tensor_cores.contains(key);
+    info.fp32_weights = request.devices_with_fp32_weights.contains(key);
+    options.tensor_cores = !info.tensor_cores_off;
+    if (info.fp32_weights) options.weights = sdt::WeightStorage::F32;
+    if (info.tensor_cores_off || info.fp32_weights)
+      ui_log()->info("{}: the safe path of its GPU check: {}", device.name,
+                     info.fp32_weights ? "fp32 weights" : "tensor cores off");
     if (request.model.trimmed().isEmpty()) {
       // The embedded default: the real architecture where a GPU can run it, the tiny one on a CPU device.
-      const auto device = sdt::select_device(options.device);
       options.model = device.is_gpu() ? "random:sd-turbo" : "random:tiny";
       info.embedded_default = true;
     } else {
@@ -229,6 +277,10 @@ void EngineWorker::generate(const GenerationJob& job) {
   }
 
   const int count = std::max(1, job.batch_count);
+  struct Idle {
+    EngineWorker* worker;
+    ~Idle() { worker->set_activity(QStringLiteral("idle")); }
+  } idle_after{this};
   for (int index = 0; index < count; ++index) {
     if (cancel_flag_.load()) {
       post_handoff([&] { Q_EMIT finished(job.id, true); });
@@ -238,6 +290,7 @@ void EngineWorker::generate(const GenerationJob& job) {
     request.seed = job.request.seed + static_cast<std::uint64_t>(index);
     GeneratedImage image;
     bool cancelled = false;
+    set_activity(QStringLiteral("generating image %1 of %2").arg(index + 1).arg(count));
     auto failure = guarded(job.id, false, [&] {
       const auto on_progress = [&](const sdt::Progress& p) {
         ProgressInfo info;
@@ -247,6 +300,14 @@ void EngineWorker::generate(const GenerationJob& job) {
         info.stage = p.stage;
         info.step = p.step;
         info.steps = p.steps;
+        set_activity(QStringLiteral("generating image %1 of %2: %3")
+                         .arg(index + 1)
+                         .arg(count)
+                         .arg(p.steps > 0 ? QStringLiteral("%1 step %2 of %3")
+                                                .arg(QString::fromUtf8(sdt::stage_name(info.stage)))
+                                                .arg(p.step)
+                                                .arg(p.steps)
+                                          : QString::fromUtf8(sdt::stage_name(info.stage))));
         post_handoff([&] { Q_EMIT progress(info); });
       };
       try {
@@ -319,9 +380,10 @@ void EngineHost::relay(void (EngineWorker::*from)(Args...), void (EngineHost::*t
 
 EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   register_meta_types();
-  thread_.setObjectName(QStringLiteral("engine"));
+  thread_ = new QThread;
+  thread_->setObjectName(QStringLiteral("engine"));
   worker_ = new EngineWorker;
-  worker_->moveToThread(&thread_);
+  worker_->moveToThread(thread_);
 
   connect(this, &EngineHost::request_devices, worker_, &EngineWorker::list_devices, Qt::QueuedConnection);
   connect(this, &EngineHost::request_load, worker_, &EngineWorker::load, Qt::QueuedConnection);
@@ -330,6 +392,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   // Every arrival from the worker first takes the hand-over lock (thread_handoff.hpp).
   relay(&EngineWorker::devices_listed, &EngineHost::devices_listed);
   relay(&EngineWorker::loading, &EngineHost::loading_started);
+  relay(&EngineWorker::opening, &EngineHost::opening);
   relay(&EngineWorker::progress, &EngineHost::progress);
   relay(&EngineWorker::image_ready, &EngineHost::image_ready);
   connect(
@@ -359,7 +422,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
         Q_EMIT failed(f);
       },
       Qt::QueuedConnection);
-  thread_.start();
+  thread_->start();
 }
 
 EngineHost::~EngineHost() {
@@ -400,23 +463,42 @@ quint64 EngineHost::generate(const sdt::Request& request, int batch_count) {
 }
 
 void EngineHost::cancel() {
-  if (!worker_ || !thread_.isRunning()) return;
+  if (!worker_ || shut_down_ || !thread_->isRunning()) return;
   worker_->cancel(next_job_id_ - 1);
   worker_->cancel_load(next_load_id_ - 1);
 }
 
-void EngineHost::shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
+QString EngineHost::activity() const {
+  if (!worker_) return QStringLiteral("idle");
+  return worker_->activity();
+}
+
+bool EngineHost::shutdown(int wait_ms) {
+  if (shut_down_) return left_running_.isEmpty();
   cancel();
+  shut_down_ = true;
   if (worker_) worker_->cancel_load(std::numeric_limits<quint64>::max());
-  post_handoff([&] { thread_.quit(); });
-  thread_.wait();  // the running job stops at its next stage or step
+  post_handoff([&] { thread_->quit(); });
+  // The running job stops at its next stage or step; a worker stuck inside a call no cancel reaches (a kernel that
+  // hangs without a watchdog, a driver that stopped answering) is not waited for beyond the limit.
+  if (!thread_->wait(QDeadlineTimer(wait_ms))) {
+    left_running_ = worker_->activity();
+    ui_log()->warn("the engine thread did not stop within {} s; it is left running, busy {}", wait_ms / 1000.0,
+                   left_running_.toStdString());
+    // Neither the thread nor the worker is destroyed while the thread runs (that would abort or race): both are
+    // left for the process's exit.
+    worker_ = nullptr;
+    thread_ = nullptr;
+    return false;
+  }
   // The thread has ended, so the worker is deleted here: deleting it on its own thread as it ends would run its
   // QObject destructor there, unordered (for ThreadSanitizer) with this object's own destruction.
   receive_handoff();
   delete worker_;
   worker_ = nullptr;
+  delete thread_;
+  thread_ = nullptr;
+  return true;
 }
 
 }  // namespace sdt::ui

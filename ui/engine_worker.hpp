@@ -10,10 +10,12 @@
 // steps, and another that opening a model checks between weight uploads. Each flag comes with the highest id it
 // cancels (jobs and loads are numbered by the host), so a cancel that lands before the worker starts the request
 // is not lost, and one request's cancel never stops the next. Destroying the host cancels, stops the thread's event
-// loop and joins it.
+// loop and joins it, waiting a bounded time: a worker stuck where no cancel reaches (a driver call that never
+// returns) is left behind, and the host says what it was doing (activity()), so quitting never freezes.
 #pragma once
 
 #include <QList>
+#include <QMutex>
 #include <QObject>
 #include <QThread>
 #include <atomic>
@@ -34,6 +36,9 @@ class EngineWorker : public QObject {
   // Thread-safe. Stops the opening of every model whose load id is <= up_to: a running one between weight uploads
   // (no engine is left half-open), a queued one before it starts. The next job opens the last model asked for.
   void cancel_load(quint64 up_to);
+  // Thread-safe. What the worker is doing now, for a person: "opening the model …", "generating image 1 of 2: unet
+  // step 1", "listing the OpenCL devices", or "idle".
+  QString activity() const;
 
  public Q_SLOTS:
   void list_devices();
@@ -43,6 +48,8 @@ class EngineWorker : public QObject {
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading(const QString& what);
+  // While a model opens: weights read and on the device, GPU kernels prepared (throttled).
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void image_ready(const sdt::ui::GeneratedImage& image);
@@ -55,6 +62,7 @@ class EngineWorker : public QObject {
   enum class Opened { Yes, Failed, Cancelled };
   // `cancel`: the load's flag, or the job's when a job reopens the model.
   Opened open_engine(const LoadRequest& request, bool reload, const std::atomic<bool>* cancel);
+  void set_activity(const QString& what);
   GeneratedImage package(const GenerationJob& job, int index, const sdt::Request& request,
                          const sdt::Result& result) const;
 
@@ -70,6 +78,8 @@ class EngineWorker : public QObject {
   std::atomic<quint64> cancelled_up_to_{0};
   std::atomic<bool> load_cancel_{false};
   std::atomic<quint64> loads_cancelled_up_to_{0};  // at shutdown: every id, so no model opens after it
+  mutable QMutex activity_mutex_;
+  QString activity_ = QStringLiteral("idle");
 };
 
 class EngineHost : public QObject {
@@ -86,16 +96,26 @@ class EngineHost : public QObject {
   // Cancels the running job and every queued one, and the opening of a model, running or queued (thread-safe
   // flags, see the file comment).
   void cancel();
-  // Cancels, stops the worker thread and waits for it. Idempotent; the destructor calls it.
-  void shutdown();
+  // The longest shutdown() waits for the worker by default: a cancelled stage ends well within it.
+  static constexpr int kShutdownWaitMs = 10000;
+  // Cancels, stops the worker thread and waits for it, `wait_ms` at most. Returns true when the thread ended; false
+  // when it is still busy (stuck in a call that no cancel reaches): it is then left running, logged with what it
+  // was doing (left_running()), and the process should exit without waiting for it. Idempotent; the destructor
+  // calls it.
+  bool shutdown(int wait_ms = kShutdownWaitMs);
+  // What the worker is doing now (EngineWorker::activity()).
+  QString activity() const;
+  // After a shutdown() that could not join: what the worker was doing; else empty.
+  QString left_running() const { return left_running_; }
 
   bool busy() const { return outstanding_ > 0; }
   bool loading() const { return loads_outstanding_ > 0; }
-  QThread* thread_of_worker() { return &thread_; }
+  QThread* thread_of_worker() { return thread_; }
 
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading_started(const QString& what);
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void image_ready(const sdt::ui::GeneratedImage& image);
@@ -115,8 +135,10 @@ class EngineHost : public QObject {
   template <typename... Args>
   void relay(void (EngineWorker::*from)(Args...), void (EngineHost::*to)(Args...));
 
-  QThread thread_;
+  // On the heap: a thread that does not end at shutdown is left behind, never destroyed while it runs.
+  QThread* thread_ = nullptr;
   EngineWorker* worker_ = nullptr;  // lives on thread_; deleted by shutdown() once the thread has ended
+  QString left_running_;
   quint64 next_job_id_ = 1;
   quint64 next_load_id_ = 1;
   int outstanding_ = 0;

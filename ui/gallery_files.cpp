@@ -6,10 +6,11 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
-#include <QSaveFile>
 #include <QStandardPaths>
 #include <QUrl>
 
+#include "sdt/files.hpp"
+#include "sdt/utf8_path.hpp"
 #include "ui/logging.hpp"
 
 #ifdef Q_OS_WIN
@@ -36,19 +37,20 @@ void hide_folder([[maybe_unused]] const QString& folder) {
 #endif
 }
 
-// Writes through QSaveFile to `path`, which the caller owns (a reservation or the user's choice).
-QString write_atomically(const QString& path, const QByteArray& png) {
-  QSaveFile file(path);
-  // No direct-write fallback: a folder where a temporary file cannot be made must fail, not half-write.
-  file.setDirectWriteFallback(false);
-  if (!file.open(QIODevice::WriteOnly)) return file.errorString();
-  if (file.write(png) != png.size()) {
-    const QString error = file.errorString();
-    file.cancelWriting();
-    return error.isEmpty() ? QStringLiteral("short write") : error;
+// Writes `bytes` to `path` (the caller's reservation or the user's choice) with the engine's atomic writer, not
+// QSaveFile: Qt 6.4's QSaveFile::commit() renames the temporary file into place even when flushing its buffer
+// failed part-way (a nearly full disk), so a truncated PNG was "saved"; and it replaces a FIFO or a device at the
+// path instead of refusing it. The engine's writer checks every write, the flush to the disk and the close, says
+// "the disk is full", refuses non-regular targets and follows a link to a regular file (sdt/files.hpp).
+// Returns "" or the reason, a sentence part naming the file.
+QString write_atomically(const QString& path, const QByteArray& bytes) {
+  try {
+    sdt::write_file_atomically(sdt::path_from_utf8(path.toStdString()), bytes.constData(),
+                               static_cast<std::size_t>(bytes.size()));
+    return {};
+  } catch (const sdt::Error& e) {
+    return QString::fromStdString(e.message());
   }
-  if (!file.commit()) return file.errorString();
-  return {};
 }
 
 }  // namespace
@@ -105,7 +107,7 @@ SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QB
     reservation.close();
     if (const QString error = write_atomically(path, png); !error.isEmpty()) {
       QFile::remove(path);  // our empty reservation: nothing else was ever at this name
-      out.error = QStringLiteral("Could not save %1: %2.").arg(QDir::toNativeSeparators(path), error);
+      out.error = QStringLiteral("Could not save the image: %1.").arg(error);
       return out;
     }
     out.path = path;
@@ -118,7 +120,7 @@ SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QB
 SaveOutcome save_png_as(const QString& path, const QByteArray& png) {
   SaveOutcome out;
   if (const QString error = write_atomically(path, png); !error.isEmpty())
-    out.error = QStringLiteral("Could not save %1: %2.").arg(QDir::toNativeSeparators(path), error);
+    out.error = QStringLiteral("Could not save the image: %1.").arg(error);
   else
     out.path = path;
   return out;
@@ -147,6 +149,8 @@ QString write_timings_sidecar(const QString& image_path, const QByteArray& json)
 }
 
 QByteArray read_timings_sidecar(const QString& image_path) {
+  // Only a regular file is opened: a FIFO at this name would block the UI thread in open() for ever.
+  if (!QFileInfo(timings_sidecar_path(image_path)).isFile()) return {};
   QFile file(timings_sidecar_path(image_path));
   if (!file.open(QIODevice::ReadOnly) || file.size() > kMaxSidecarBytes) return {};
   return file.readAll();

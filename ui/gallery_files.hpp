@@ -2,8 +2,10 @@
 // trash, and showing a file in the system's file manager.
 //
 // Saving reserves a fresh name with an exclusive create (O_EXCL: two saves, or two app instances, cannot get the
-// same name), then writes the bytes through QSaveFile (a temporary file renamed over the reservation at commit, so
-// no reader ever sees half a PNG). On any failure the reservation is removed: nothing empty or partial remains.
+// same name), then writes the bytes with the engine's atomic writer (sdt/files.hpp: a temporary file, flushed to
+// the disk and renamed over the reservation, so no reader ever sees half a PNG; not QSaveFile, see
+// gallery_files.cpp). On any failure the reservation is removed: nothing empty or partial remains, and the error
+// says why ("the disk is full").
 //
 // A gallery folder that was deleted is made again, but only where the folder above it still exists: when that one
 // is gone too, the drive was most likely removed or a folder moved, and making the whole path again would scatter
@@ -40,12 +42,14 @@ QString make_gallery_folder(const QString& folder, MakeFolder make = MakeFolder:
 // Makes `folder` when missing (see make_gallery_folder), then writes `png` as <stem>.png (or <stem>-N.png).
 SaveOutcome save_png_unique(const QString& folder, const QString& stem, const QByteArray& png,
                             MakeFolder make = MakeFolder::OnlyLast);
-// Writes `png` to exactly `path` (a name the user chose in a file dialog; replacing is their decision).
+// Writes `png` to exactly `path` (a name the user chose in a file dialog; replacing a regular file is their
+// decision, anything else there is refused; a link to a regular file is followed). On failure the file already at
+// `path` is unchanged.
 SaveOutcome save_png_as(const QString& path, const QByteArray& png);
 
 // <folder of the image>/.timings/<image file name>.json
 QString timings_sidecar_path(const QString& image_path);
-// Writes the image's timings JSON beside it (QSaveFile; the hidden folder is made when missing). Returns "" or the
+// Writes the image's timings JSON beside it (atomically, as images; the hidden folder is made when missing). Returns "" or the
 // reason it failed; on failure no older sidecar is left at that name (it would belong to another image).
 QString write_timings_sidecar(const QString& image_path, const QByteArray& json);
 // The sidecar's bytes; empty when there is none or it cannot be read.

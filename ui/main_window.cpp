@@ -31,6 +31,7 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   };
   setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
   host_ = new EngineHost(this);
+  gpu_checker_ = new GpuChecker(this);
 
   // Left: the controls, scrollable on small screens.
   controls_ = new ControlsPanel(settings_);
@@ -104,6 +105,17 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   reload_timer_.setSingleShot(true);
   reload_timer_.setInterval(0);
   connect(&reload_timer_, &QTimer::timeout, this, &MainWindow::reload_engine);
+  still_cancelling_.setSingleShot(true);
+  still_cancelling_.setInterval(kStillCancellingMs);
+  connect(&still_cancelling_, &QTimer::timeout, this, [this] {
+    // A cancel lands at the next stage boundary; one that has not landed by now waits on something a cancel cannot
+    // reach (a long stage on a slow device, a driver call). Say what, rather than "Cancelling…" for ever.
+    if (running_job_ == 0 && !host_->loading()) return;
+    const QString activity = host_->activity();
+    controls_->set_status(tr("Still cancelling: the engine is busy %1").arg(activity));
+    ui_log()->warn("cancel requested {} s ago; the engine is still busy {}", kStillCancellingMs / 1000,
+                   activity.toStdString());
+  });
 
   connect(gallery_, &GalleryPanel::image_selected, this, &MainWindow::on_gallery_image);
   connect(gallery_, &GalleryPanel::use_settings_requested, controls_, &ControlsPanel::apply);
@@ -120,6 +132,9 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   restoreState(settings_->window_state());
 
   gallery_model_->set_folder(settings_->gallery_folder());
+  if (const QString problem = settings_->problem(); !problem.isEmpty())
+    error_bar_->show_message(MessageBar::Level::Warning,
+                             tr("<b>Settings will not be kept.</b> %1").arg(problem.toHtmlEscaped()));
   host_->list_devices();
   reload_engine();
   controls_->prompt_edit()->setFocus(Qt::OtherFocusReason);
@@ -246,6 +261,10 @@ void MainWindow::build_menus() {
   help->addAction(tr("&Get SD-Turbo…"), this,
                   [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
   help->addSeparator();
+  auto* check = help->addAction(tr("Check &GPU"), this, &MainWindow::check_gpu);
+  check->setObjectName(QStringLiteral("check_gpu"));
+  check->setToolTip(tr("Checks that the graphics driver computes every stage correctly, and finds a safe path if not"));
+  help->setToolTipsVisible(true);
   help->addAction(tr("&About SD-Turbo Studio"), this, [this] {
     QMessageBox::about(
         this, tr("About SD-Turbo Studio"),
@@ -343,8 +362,12 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings_->set_window_state(saveState());
   settings_->sync();
   if (host_->busy()) statusBar()->showMessage(tr("Stopping the engine…"));
-  // Cancel and join: a running generation stops at its next stage or step.
-  host_->shutdown();
+  // Cancel and join: a running generation stops at its next stage or step. A worker stuck where no cancel reaches
+  // is not waited for beyond EngineHost's limit: the window closes and main() exits without it. A GPU check stops at
+  // its next case, within the same limit.
+  if (!host_->shutdown()) engine_left_running_ = host_->left_running();
+  if (!gpu_checker_->stop(EngineHost::kShutdownWaitMs) && engine_left_running_.isEmpty())
+    engine_left_running_ = tr("checking the GPU");
   event->accept();
 }
 

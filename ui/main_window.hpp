@@ -30,6 +30,7 @@
 #include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
 #include "ui/gallery_panel.hpp"
+#include "ui/gpu_check.hpp"
 #include "ui/image_view.hpp"
 #include "ui/log_panel.hpp"
 #include "ui/message_bar.hpp"
@@ -42,6 +43,8 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   static constexpr char kSdTurboUrl[] = "https://huggingface.co/stabilityai/sd-turbo";
+  // The status shown while a model opens: "Preparing GPU kernels for <device> (one time): k of n", or the weights.
+  static QString open_status_text(const sdt::OpenProgress& progress);
 
   // Asks for an existing folder (a QFileDialog); returns "" when the user cancels. Replaceable so tests can answer
   // without a modal dialog.
@@ -66,6 +69,11 @@ class MainWindow : public QMainWindow {
   const std::optional<GeneratedImage>& last_image() const { return last_image_; }
   const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
   QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
+  // After closing: what the engine thread was still doing when it did not stop in time (EngineHost::shutdown);
+  // empty when it stopped. main() then exits without waiting for it.
+  QString engine_left_running() const { return engine_left_running_; }
+  // How long after Cancel the window says what the engine is still busy with, when it has not stopped yet.
+  static constexpr int kStillCancellingMs = 3000;
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
   DownloadDialog* download_dialog() const { return download_dialog_; }  // the last one shown, while it exists
   // What Download SD-Turbo… and Download TAESD… fetch; replaceable so tests can serve the fixture model (whose
@@ -84,6 +92,9 @@ class MainWindow : public QMainWindow {
   // a model opens (a running engine keeps the cache it opened with).
   void choose_kernel_cache_folder();
   void use_default_kernel_cache_folder();
+  // Help → Check GPU: the self-check of the device in use (or the one the settings select), in the background; the
+  // verdict is shown and remembered (gpu_check.hpp). Returns false when a check is running already.
+  bool check_gpu();
   // Restores the prompt, seed, size, steps and decoder that the PNG at `path` records (ours, A1111's, or ComfyUI's
   // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
   // not, or why nothing could be.
@@ -100,6 +111,8 @@ class MainWindow : public QMainWindow {
   void generation_failed(const QString& message);
   void image_saved(const QString& path);
   void save_failed(const QString& message);
+  // A GPU check ended: `verdict` is SelfCheckReport::verdict(), or why it could not run (then passed is false).
+  void gpu_checked(bool passed, const QString& verdict);
   // After restore_parameters_from has shown its message: `restored` when settings were applied.
   void parameters_restored(const QString& path, bool restored);
 
@@ -135,6 +148,9 @@ class MainWindow : public QMainWindow {
   // How a missing gallery folder may be made (see make_gallery_folder): the same when saving and when opening it.
   MakeFolder gallery_folder_rule() const;
   void write_timings_beside(const QString& image_path, const GeneratedImage& image);
+  // After a model opened: checks its device once per device and driver version.
+  void check_gpu_once(const sdt::DeviceInfo& device);
+  void start_gpu_check(const sdt::DeviceInfo& device, bool asked);
   void show_download(const Catalog& catalog);
   void on_downloaded(const QStringList& folders);
   void adopt_existing_model();
@@ -163,6 +179,8 @@ class MainWindow : public QMainWindow {
   QAction* save_as_action_ = nullptr;
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
+  QTimer still_cancelling_;  // after Cancel: says what the engine is still busy with
+  GpuChecker* gpu_checker_ = nullptr;
   FolderChooser choose_folder_;
   QPointer<DownloadDialog> download_dialog_;
   Catalog sd_turbo_catalog_ = sd_turbo_catalog();
@@ -176,6 +194,7 @@ class MainWindow : public QMainWindow {
   QString restore_note_;  // said with the next restore's message (several files dropped)
   quint64 running_job_ = 0;
   bool closing_ = false;
+  QString engine_left_running_;
 };
 
 }  // namespace sdt::ui

@@ -6,7 +6,9 @@
 #include <QFileInfo>
 #include <QStatusBar>
 
+#include "sdt/self_check.hpp"
 #include "ui/gallery_files.hpp"
+#include "ui/gpu_check.hpp"
 #include "ui/logging.hpp"
 #include "ui/main_window.hpp"
 
@@ -65,6 +67,9 @@ void MainWindow::connect_engine() {
     if (running_job_ == 0) controls_->set_status(tr("Opening the model…"));
     statusBar()->showMessage(tr("Opening %1 (weights to the device, kernels from the cache or built)…").arg(model));
   });
+  // The status bar says what the opening does (the controls keep "Opening the model…", or "Cancelling…").
+  connect(host_, &EngineHost::opening, this,
+          [this](const sdt::OpenProgress& p) { statusBar()->showMessage(open_status_text(p)); });
   connect(host_, &EngineHost::loaded, this, &MainWindow::on_loaded);
   connect(host_, &EngineHost::loading_changed, controls_, &ControlsPanel::set_loading);
   connect(host_, &EngineHost::progress, this, [this](const ProgressInfo& p) {
@@ -75,6 +80,19 @@ void MainWindow::connect_engine() {
   connect(host_, &EngineHost::finished, this, &MainWindow::on_finished);
 }
 
+QString MainWindow::open_status_text(const sdt::OpenProgress& p) {
+  if (p.kernels_to_build > 0 && p.kernels_ready < p.kernels_total)
+    return tr("Preparing GPU kernels for %1 (one time): %2 of %3")
+        .arg(QString::fromStdString(p.device))
+        .arg(p.kernels_ready)
+        .arg(p.kernels_total);
+  if (p.bytes_total > 0 && p.bytes_uploaded < p.bytes_total)
+    return tr("Opening the model: %1 of %2 GB of weights")
+        .arg(static_cast<double>(p.bytes_read) * 1e-9, 0, 'f', 2)
+        .arg(static_cast<double>(p.bytes_total) * 1e-9, 0, 'f', 2);
+  return tr("Opening the model…");
+}
+
 void MainWindow::reload_engine() {
   if (closing_) return;
   LoadRequest request;
@@ -82,6 +100,9 @@ void MainWindow::reload_engine() {
   request.taesd = settings_->taesd();
   request.device = settings_->device();
   request.cache_dir = settings_->kernel_cache_dir();
+  request.devices_without_tensor_cores = settings_->devices_without_tensor_cores();
+  request.devices_with_fp32_weights = settings_->devices_with_fp32_weights();
+  request.image_size = settings_->image_size();
   engine_info_.reset();
   load_error_.clear();
   model_notice_->dismiss();
@@ -106,6 +127,7 @@ void MainWindow::cancel() {
   if (running_job_ == 0 && !host_->loading()) return;
   controls_->set_status(running_job_ != 0 ? tr("Cancelling…") : tr("Cancelling the opening of the model…"));
   host_->cancel();
+  still_cancelling_.start();
 }
 
 void MainWindow::on_loaded(const EngineInfo& info) {
@@ -126,6 +148,63 @@ void MainWindow::on_loaded(const EngineInfo& info) {
   update_device_notice();
   update_window_title();
   Q_EMIT engine_ready(info);
+  check_gpu_once(info.device);
+}
+
+void MainWindow::check_gpu_once(const sdt::DeviceInfo& device) {
+  // Graphics drivers are what miscompile; a CPU's OpenCL is checked on request (or when the settings ask for it).
+  if (closing_ || settings_->gpu_check(device_key(device)) || gpu_checker_->running()) return;
+  if (!device.is_gpu() && !settings_->gpu_check_on_cpu_devices()) return;
+  start_gpu_check(device, false);
+}
+
+bool MainWindow::check_gpu() {
+  if (gpu_checker_->running() || closing_) return false;
+  if (engine_info_) {
+    start_gpu_check(engine_info_->device, true);
+    return true;
+  }
+  try {
+    start_gpu_check(sdt::select_device(settings_->device().toStdString()), true);
+  } catch (const sdt::Error& e) {
+    show_error(tr("The GPU could not be checked"), QString::fromStdString(e.message()),
+               QString::fromStdString(e.hint()));
+    Q_EMIT gpu_checked(false, QString::fromStdString(e.message()));
+  }
+  return true;
+}
+
+void MainWindow::start_gpu_check(const sdt::DeviceInfo& device, bool asked) {
+  const QString name = QString::fromStdString(device.name);
+  statusBar()->showMessage(tr("Checking %1: every stage against a plain C++ reference…").arg(name));
+  const QString key = device_key(device);
+  gpu_checker_->start(device, settings_->kernel_cache_dir(), [this, key, name, asked](const sdt::SelfCheckReport& report,
+                                                                                      const QString& error) {
+    if (!error.isEmpty()) {
+      statusBar()->showMessage(tr("The GPU check of %1 did not run: %2").arg(name, error), 8000);
+      if (asked) show_error(tr("The GPU could not be checked"), error);
+      Q_EMIT gpu_checked(false, error);
+      return;
+    }
+    const GpuCheckRecord before = settings_->gpu_check(key).value_or(GpuCheckRecord{});
+    const GpuCheckRecord record = record_of(report);
+    settings_->set_gpu_check(key, record);
+    if (record.passed) {
+      statusBar()->showMessage(tr("GPU check passed: %1 computes every stage correctly").arg(name), 8000);
+      if (asked) error_bar_->show_message(MessageBar::Level::Info, record.verdict.toHtmlEscaped());
+    } else {
+      QString text = tr("<b>The GPU check found wrong results.</b> %1").arg(record.verdict.toHtmlEscaped());
+      if (record.tensor_cores_off || record.fp32_weights)
+        text += tr("<br>SD-Turbo Studio uses the safe path on this device from now on (%1); the model opens again.")
+                    .arg(record.fp32_weights ? tr("fp32 weights") : tr("tensor cores off"));
+      error_bar_->show_message(MessageBar::Level::Error, text);
+    }
+    // A safe path that changed applies to the model open on this device: it opens again.
+    const bool changed = record.tensor_cores_off != before.tensor_cores_off || record.fp32_weights != before.fp32_weights;
+    if (changed && engine_info_ && device_key(engine_info_->device) == key) reload_engine();
+    update_device_notice();
+    Q_EMIT gpu_checked(record.passed, record.verdict);
+  });
 }
 
 void MainWindow::update_model_notice() {
@@ -147,6 +226,17 @@ void MainWindow::update_model_notice() {
 }
 
 void MainWindow::update_device_notice() {
+  if (engine_info_ && (engine_info_->tensor_cores_off || engine_info_->fp32_weights)) {
+    const auto record = settings_->gpu_check(device_key(engine_info_->device));
+    device_notice_->show_message(
+        MessageBar::Level::Warning,
+        tr("<b>%1 runs on its safe path (%2)</b>: its GPU check found wrong results on the faster one. %3 "
+           "<i>Help → Check GPU</i> checks again (after a driver update, it runs by itself).")
+            .arg(QString::fromStdString(engine_info_->device.name).toHtmlEscaped(),
+                 engine_info_->fp32_weights ? tr("fp32 weights") : tr("tensor cores off"),
+                 record ? record->verdict.toHtmlEscaped() : QString()));
+    return;
+  }
   if (!engine_info_ || engine_info_->any_gpu) {
     device_notice_->dismiss();
     return;

@@ -1,16 +1,60 @@
 // The app's typed settings; see settings.hpp.
 #include "ui/settings.hpp"
 
+#include <QCoreApplication>
+#include <QCryptographicHash>
 #include <QDir>
+#include <QFileInfo>
 #include <QStandardPaths>
 #include <algorithm>
 
 namespace sdt::ui {
 
-Settings::Settings(QObject* parent) : QObject(parent), settings_(std::make_unique<QSettings>()) {}
+namespace {
+
+// A QSettings format that reads nothing and writes nothing: the values of this run live in memory only.
+QSettings::Format memory_only_format() {
+  static const QSettings::Format format = QSettings::registerFormat(
+      QStringLiteral("sdturbo-memory-only"), [](QIODevice&, QSettings::SettingsMap&) { return true; },
+      [](QIODevice&, const QSettings::SettingsMap&) { return false; });
+  return format;
+}
+
+// A QSettings on `file`, unless `file` exists and is not a regular file: QSettings reads its file as it is made, and
+// would read a folder as empty without saying so and block on a FIFO for ever. Then a memory-only store, and
+// `unusable` names the path.
+template <typename Make>
+std::unique_ptr<QSettings> usable(const QString& file, Make&& make, QString& unusable) {
+  const QFileInfo info(file);
+  if (file.isEmpty() || !info.exists() || info.isFile()) return make();
+  unusable = file;
+  return std::make_unique<QSettings>(memory_only_format(), QSettings::UserScope, QStringLiteral("SD-Turbo Studio"),
+                                     QStringLiteral("sdturbo-memory-only"));
+}
+
+// Where QSettings keeps the application's settings in its native format, without making one (which reads it): on
+// Windows the registry (no file), elsewhere <config>/<organisation>/<application>.conf.
+QString native_settings_file() {
+#ifdef Q_OS_WIN
+  return {};
+#else
+  return QDir(QStandardPaths::writableLocation(QStandardPaths::GenericConfigLocation))
+      .filePath(QCoreApplication::organizationName() + QLatin1Char('/') + QCoreApplication::applicationName() +
+                QStringLiteral(".conf"));
+#endif
+}
+
+}  // namespace
+
+Settings::Settings(QObject* parent)
+    : QObject(parent),
+      settings_(usable(
+          native_settings_file(), [] { return std::make_unique<QSettings>(); }, unusable_path_)) {}
 
 Settings::Settings(const QString& ini_file, QObject* parent)
-    : QObject(parent), settings_(std::make_unique<QSettings>(ini_file, QSettings::IniFormat)) {}
+    : QObject(parent),
+      settings_(usable(
+          ini_file, [&] { return std::make_unique<QSettings>(ini_file, QSettings::IniFormat); }, unusable_path_)) {}
 
 Settings::~Settings() {
   settings_->sync();
@@ -118,9 +162,10 @@ void Settings::set_steps(int steps) {
 }
 
 int Settings::snap_side(int side) {
+  // Clamped first: a settings file may hold any int, and side + m / 2 must not overflow.
   constexpr int m = sdt::kImageSideMultiple;
-  const int snapped = ((side + m / 2) / m) * m;
-  return std::clamp(snapped, kMinSide, kMaxSide);
+  const int clamped = std::clamp(side, kMinSide, kMaxSide);
+  return std::clamp((clamped + m / 2) / m * m, kMinSide, kMaxSide);
 }
 
 QSize Settings::image_size() const {
@@ -165,6 +210,62 @@ void Settings::set_compare(bool on) {
   store(keys::kCompare, on);
 }
 
+namespace {
+// A settings group name for a device key (which holds '/' and other characters QSettings treats specially).
+QString check_group(const QString& device_key) {
+  return QString::fromLatin1(keys::kGpuChecks) + QLatin1Char('/') +
+         QString::fromLatin1(QCryptographicHash::hash(device_key.toUtf8(), QCryptographicHash::Sha1).toHex());
+}
+}  // namespace
+
+std::optional<GpuCheckRecord> Settings::gpu_check(const QString& device_key) const {
+  const QString group = check_group(device_key);
+  if (settings_->value(group + QStringLiteral("/device")).toString() != device_key) return std::nullopt;
+  GpuCheckRecord r;
+  r.passed = settings_->value(group + QStringLiteral("/passed")).toBool();
+  r.verdict = settings_->value(group + QStringLiteral("/verdict")).toString();
+  r.tensor_cores_off = settings_->value(group + QStringLiteral("/tensor_cores_off")).toBool();
+  r.fp32_weights = settings_->value(group + QStringLiteral("/fp32_weights")).toBool();
+  r.when = settings_->value(group + QStringLiteral("/when")).toDateTime();
+  return r;
+}
+
+void Settings::set_gpu_check(const QString& device_key, const GpuCheckRecord& r) {
+  const QString group = check_group(device_key);
+  settings_->setValue(group + QStringLiteral("/device"), device_key);
+  settings_->setValue(group + QStringLiteral("/passed"), r.passed);
+  settings_->setValue(group + QStringLiteral("/verdict"), r.verdict);
+  settings_->setValue(group + QStringLiteral("/tensor_cores_off"), r.tensor_cores_off);
+  settings_->setValue(group + QStringLiteral("/fp32_weights"), r.fp32_weights);
+  settings_->setValue(group + QStringLiteral("/when"), r.when);
+  Q_EMIT changed(QString::fromLatin1(keys::kGpuChecks));
+}
+
+namespace {
+QStringList devices_where(QSettings& settings, const QString& flag) {
+  QStringList out;
+  settings.beginGroup(QString::fromLatin1(keys::kGpuChecks));
+  for (const QString& group : settings.childGroups())
+    if (settings.value(group + QLatin1Char('/') + flag).toBool())
+      out << settings.value(group + QStringLiteral("/device")).toString();
+  settings.endGroup();
+  return out;
+}
+}  // namespace
+
+QStringList Settings::devices_without_tensor_cores() const {
+  return devices_where(*settings_, QStringLiteral("tensor_cores_off"));
+}
+QStringList Settings::devices_with_fp32_weights() const {
+  return devices_where(*settings_, QStringLiteral("fp32_weights"));
+}
+bool Settings::gpu_check_on_cpu_devices() const {
+  return value(keys::kGpuCheckOnCpu, false).toBool();
+}
+void Settings::set_gpu_check_on_cpu_devices(bool on) {
+  store(keys::kGpuCheckOnCpu, on);
+}
+
 QByteArray Settings::window_geometry() const {
   return value(keys::kGeometry, QByteArray()).toByteArray();
 }
@@ -183,6 +284,24 @@ void Settings::sync() {
 }
 QString Settings::file_name() const {
   return settings_->fileName();
+}
+
+QString Settings::problem() const {
+  if (!unusable_path_.isEmpty()) {
+    const QString native = QDir::toNativeSeparators(unusable_path_);
+    return QFileInfo(unusable_path_).isDir()
+               ? QStringLiteral("The settings file %1 is a folder, not a file.").arg(native)
+               : QStringLiteral("The settings file %1 is not a regular file (a FIFO, a device or a socket).").arg(native);
+  }
+  const QString native = QDir::toNativeSeparators(settings_->fileName());
+  switch (settings_->status()) {
+    case QSettings::NoError: break;
+    case QSettings::AccessError:
+      return QStringLiteral("The settings file %1 cannot be read or written.").arg(native);
+    case QSettings::FormatError:
+      return QStringLiteral("The settings file %1 is not a settings file (it cannot be parsed).").arg(native);
+  }
+  return {};
 }
 
 QString Settings::default_gallery_folder() {

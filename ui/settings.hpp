@@ -13,8 +13,10 @@
 #include <QStringList>
 #include <QVariant>
 #include <memory>
+#include <optional>
 
 #include "sdt/engine.hpp"
+#include "ui/gpu_check.hpp"
 
 namespace sdt::ui {
 
@@ -38,6 +40,8 @@ inline constexpr char kFastVae[] = "generation/fast_vae";
 inline constexpr char kCompare[] = "generation/compare";
 inline constexpr char kGeometry[] = "window/geometry";
 inline constexpr char kWindowState[] = "window/state";
+inline constexpr char kGpuChecks[] = "gpu_checks";  // a group per device key (gpu_check.hpp)
+inline constexpr char kGpuCheckOnCpu[] = "gpu_checks_on_cpu_devices";
 }  // namespace keys
 
 class Settings : public QObject {
@@ -95,6 +99,17 @@ class Settings : public QObject {
   bool compare() const;
   void set_compare(bool on);
 
+  // The GPU check of a device (gpu_check.hpp's device_key), if one ran.
+  std::optional<GpuCheckRecord> gpu_check(const QString& device_key) const;
+  void set_gpu_check(const QString& device_key, const GpuCheckRecord& record);
+  // The devices whose check found that safe path (for LoadRequest).
+  QStringList devices_without_tensor_cores() const;
+  QStringList devices_with_fp32_weights() const;
+  // Whether the window checks CPU devices by itself too (off: a CPU's OpenCL is not a graphics driver's; Help →
+  // Check GPU checks any device).
+  bool gpu_check_on_cpu_devices() const;
+  void set_gpu_check_on_cpu_devices(bool on);
+
   QByteArray window_geometry() const;
   void set_window_geometry(const QByteArray& geometry);
   QByteArray window_state() const;
@@ -102,11 +117,15 @@ class Settings : public QObject {
 
   void sync();
   QString file_name() const;
+  // Why the settings cannot be kept, as a sentence naming the file: the path is a folder, a FIFO or another special
+  // file (then the values live in memory for this run, and the path is never opened), or the file cannot be read
+  // or written; "" when they can be kept.
+  QString problem() const;
 
   static QString default_gallery_folder();  // <Pictures>/SD-Turbo Studio
   static QString log_folder();              // <app data>/logs
   static QString default_models_folder();   // <app data>/models
-  static int snap_side(int side);           // to a multiple of sdt::kImageSideMultiple within [kMinSide, kMaxSide]
+  static int snap_side(int side);           // to a multiple of sdt::kImageSideMultiple within [kMinSide, kMaxSide], for any int
 
  Q_SIGNALS:
   void changed(const QString& key);
@@ -115,6 +134,7 @@ class Settings : public QObject {
   QVariant value(const char* key, const QVariant& fallback) const;
   void store(const char* key, const QVariant& value);
 
+  QString unusable_path_;  // the settings path, when it is not a regular file (then settings_ keeps values in memory)
   std::unique_ptr<QSettings> settings_;
   QHash<QString, QVariant> overrides_;
 };

@@ -8,6 +8,7 @@
 #include <QImage>
 #include <QList>
 #include <QMetaType>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 #include <cstdint>
@@ -24,8 +25,12 @@ struct LoadRequest {
   quint64 id = 0;  // given by EngineHost::load(), for cancelling
   QString model;
   QString taesd;
-  QString device;     // selector as sdt::select_device() takes it; empty: first GPU, else first device
-  QString cache_dir;  // kernel binary cache; empty: the engine's default location
+  QString device;              // selector as sdt::select_device() takes it; empty: first GPU, else first device
+  QString cache_dir;           // kernel binary cache; empty: the engine's default location
+  QSize image_size{512, 512};  // the kernels of this size are prepared while the model opens
+  // Devices (gpu_check.hpp's device_key) whose GPU check found a safe path: the tensor cores off, fp32 weights.
+  QStringList devices_without_tensor_cores;
+  QStringList devices_with_fp32_weights;
 };
 
 // What is open, once a load succeeded.
@@ -37,6 +42,8 @@ struct EngineInfo {
   bool embedded_default = false;  // no model was configured: the random default was chosen
   bool any_gpu = false;           // whether list_devices() saw any GPU at all
   bool reload = false;            // reopened by the worker itself after a device failure, not asked for
+  bool tensor_cores_off = false;  // the GPU check's safe path was taken on this device
+  bool fp32_weights = false;      // likewise
 };
 
 // One press of Generate: `batch_count` images with seeds request.seed, request.seed + 1, ...
@@ -100,3 +107,4 @@ Q_DECLARE_METATYPE(sdt::ui::GeneratedImage)
 Q_DECLARE_METATYPE(sdt::ui::ProgressInfo)
 Q_DECLARE_METATYPE(sdt::ui::Failure)
 Q_DECLARE_METATYPE(sdt::DeviceInfo)
+Q_DECLARE_METATYPE(sdt::OpenProgress)

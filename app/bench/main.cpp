@@ -1,12 +1,13 @@
 // sdturbo-bench: the whole pipeline and each stage on one device, warm medians and spread, achieved TFLOP/s
 // per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
-// for the GPU machine and for Windows. Prints a table; --json writes everything.
+// for the GPU machine and for Windows. Prints a table; --json writes everything (checked before the run, written
+// atomically). Ctrl+C or SIGTERM stops it at the next stage boundary without writing anything.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "interrupt.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/log.hpp"
 #include "sdt/utf8_path.hpp"
 #include "utf8_console.hpp"
@@ -65,7 +68,7 @@ struct Options {
   std::string prompt = "a photo of a cat sitting on a windowsill, golden hour";
   std::string json_path;
   int width = 512, height = 512, steps = 1, warmup = 3, runs = 10;
-  bool cold = false, profile = false, verbose = false;
+  bool cold = false, start = false, profile = false, verbose = false;
   std::vector<std::string> decoders = {"full", "tiny"};
 };
 
@@ -77,7 +80,8 @@ struct DecoderRun {
   std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
 };
 
-DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder) {
+DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder,
+                         const std::atomic<bool>* cancel) {
   DecoderRun run;
   run.decoder = decoder;
   sdt::Request request;
@@ -90,7 +94,7 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     request.prompt = o.prompt + " (" + decoder + " #" + std::to_string(i) + ")";
     request.seed = static_cast<std::uint64_t>(i);
     const auto t0 = Clock::now();
-    const sdt::Result result = engine.generate(request);
+    const sdt::Result result = engine.generate(request, {}, cancel);
     const double host_ms = ms_since(t0);
     if (i < o.warmup) continue;
     const auto& t = result.timings;
@@ -131,18 +135,25 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD weights");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name");
-  app.add_option("--weights", o.weights, "Weight storage")
-      ->check(CLI::IsMember({"fp16", "fp32"}))
+  app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  app.add_option("--width", o.width, "A multiple of 64")->capture_default_str();
+  app.add_option("--height", o.height, "A multiple of 64")->capture_default_str();
+  app.add_option("--steps", o.steps, "1 to 4")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--runs", o.runs, "Timed runs: at least 1, or 0 with --cold or --start (start figures only)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--width", o.width)->capture_default_str();
-  app.add_option("--height", o.height)->capture_default_str();
-  app.add_option("--steps", o.steps)->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Untimed runs first")->capture_default_str();
-  app.add_option("--runs", o.runs, "Timed runs")->capture_default_str();
-  app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")->capture_default_str();
+  app.add_option("--decoders", o.decoders, "Decoders to time: full, tiny, both")
+      ->check(CLI::IsMember({"full", "tiny", "both"}))
+      ->capture_default_str();
   app.add_option("--prompt", o.prompt)->capture_default_str();
   app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache (default: the platform's)");
-  app.add_flag("--cold", o.cold, "Also measure cold starts: kernels from source, then from the binary cache");
+  app.add_flag("--cold", o.cold,
+               "Also measure cold starts: kernels from source, then from the binary cache, each with the open's "
+               "parts (file read, upload, conversion, kernels) and the first image");
+  app.add_flag("--start", o.start,
+               "Also measure one start as it comes (the kernel cache of --cache-dir as it is; run after dropping the "
+               "page cache for the cold-disk figure)");
   app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
@@ -150,12 +161,28 @@ int main(int argc, char** argv) {
   sdt::set_log_level(o.verbose ? sdt::LogLevel::Info : sdt::LogLevel::Warn);
 
   try {
+    // What can be checked before minutes of benchmarking: the runs, the request and the results file.
+    if (o.runs == 0 && !o.cold && !o.start)
+      throw sdt::Error(sdt::ErrorKind::BadRequest, "--runs 0 measures nothing",
+                       "give at least 1 timed run, or --cold or --start for the start figures only");
+    sdt::Request checked;
+    checked.width = o.width;
+    checked.height = o.height;
+    checked.steps = o.steps;
+    sdt::check_request(checked);
+    if (!o.json_path.empty()) sdt::check_output_path(sdt::path_from_utf8(o.json_path), "--json");
+
+    const sdt::cli::InterruptHandler interrupt;
+    const std::atomic<bool>* cancel = &sdt::cli::InterruptHandler::flag();
     sdt::EngineOptions eo;
+    eo.cancel = cancel;
     eo.model = o.model;
     eo.taesd = o.taesd;
     eo.device = o.device;
     eo.weights = o.weights == "fp32" ? sdt::WeightStorage::F32 : sdt::WeightStorage::F16;
     eo.profile_kernels = o.profile;
+    eo.prepare_width = o.width;  // the kernels of the size measured are prepared while the model opens
+    eo.prepare_height = o.height;
     eo.hash_model_file = false;  // the benchmark writes no PNG, and a hashing thread would compete with the runs
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
@@ -179,17 +206,41 @@ int main(int argc, char** argv) {
       auto engine = std::make_unique<sdt::Engine>(eo);
       const double open_ms = ms_since(t0);
       const auto t1 = Clock::now();
-      engine->generate(first);
+      engine->generate(first, {}, cancel);
       const double first_ms = ms_since(t1);
       const auto& lt = engine->load_timings();
+      // Rates of the open's parts, each over its own time (they overlap: reading runs while the device copies).
+      const auto gbps = [](std::uint64_t bytes, double ms) {
+        return ms > 0 ? static_cast<double>(bytes) / ms * 1e-6 : 0.0;
+      };
+      std::printf("%-34s open %8.1f ms, first image %8.1f ms, start to image %8.1f ms\n", what, open_ms, first_ms,
+                  open_ms + first_ms);
       std::printf(
-          "%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
-          "%8.1f ms, start to image %8.1f ms\n",
-          what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
-          lt.kernel_cache_misses, first_ms, open_ms + first_ms);
+          "%-34s   files checked %.1f ms; weights %.1f ms: read %.2f GB in %.1f ms (%.2f GB/s, %d threads), "
+          "to the device %.1f ms (%.2f GB/s), converted %.2f GB in %.1f ms (%.1f GB/s); kernels: %d prepared "
+          "(%d from source) in %.1f ms, waited for %.1f ms after the weights; build time %.1f ms over all "
+          "threads (%d cached, %d built)\n",
+          "", lt.model_load_ms, lt.upload_ms, static_cast<double>(lt.file_bytes) * 1e-9, lt.read_ms,
+          gbps(lt.file_bytes, lt.read_ms), lt.read_threads, lt.transfer_ms, gbps(lt.file_bytes, lt.transfer_ms),
+          static_cast<double>(lt.converted_bytes) * 1e-9, lt.convert_ms, gbps(lt.converted_bytes, lt.convert_ms),
+          lt.kernels_prepared, lt.kernels_built_while_opening, lt.kernel_prepare_ms, lt.kernel_wait_ms,
+          lt.kernel_build_ms, lt.kernel_cache_hits, lt.kernel_cache_misses);
       report["cold_start"][what] = {{"open_ms", open_ms},
                                     {"model_load_ms", lt.model_load_ms},
                                     {"upload_ms", lt.upload_ms},
+                                    {"file_bytes", lt.file_bytes},
+                                    {"read_ms", lt.read_ms},
+                                    {"read_gb_per_s", gbps(lt.file_bytes, lt.read_ms)},
+                                    {"read_threads", lt.read_threads},
+                                    {"transfer_ms", lt.transfer_ms},
+                                    {"transfer_gb_per_s", gbps(lt.file_bytes, lt.transfer_ms)},
+                                    {"converted_bytes", lt.converted_bytes},
+                                    {"convert_ms", lt.convert_ms},
+                                    {"convert_gb_per_s", gbps(lt.converted_bytes, lt.convert_ms)},
+                                    {"kernels_prepared", lt.kernels_prepared},
+                                    {"kernels_built_while_opening", lt.kernels_built_while_opening},
+                                    {"kernel_prepare_ms", lt.kernel_prepare_ms},
+                                    {"kernel_wait_ms", lt.kernel_wait_ms},
                                     {"kernel_build_ms", lt.kernel_build_ms},
                                     {"kernel_cache_hits", lt.kernel_cache_hits},
                                     {"kernel_cache_misses", lt.kernel_cache_misses},
@@ -202,15 +253,22 @@ int main(int argc, char** argv) {
     std::unique_ptr<sdt::Engine> engine;
     if (o.cold) {
       // A cache folder of our own, empty, so the first start builds every kernel from source.
-      const auto cold_dir =
-          std::filesystem::temp_directory_path() / ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      // Removed however the benchmark ends (an error, Ctrl+C).
+      struct ColdCache {
+        std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+        ~ColdCache() {
+          std::error_code ec;
+          std::filesystem::remove_all(dir, ec);
+        }
+      } cold_cache;
       const auto saved = eo.cache_dir;
-      eo.cache_dir = cold_dir;
+      eo.cache_dir = cold_cache.dir;
       start_engine("first start (kernels from source)");
       engine = start_engine("second start (binary cache warm)");
-      std::error_code ec;
-      std::filesystem::remove_all(cold_dir, ec);
       eo.cache_dir = saved;
+    } else if (o.start) {
+      engine = start_engine("start (kernel cache as it is)");
     } else {
       engine = std::make_unique<sdt::Engine>(eo);
     }
@@ -222,14 +280,19 @@ int main(int argc, char** argv) {
                         {"global_memory", engine->device().global_memory}};
     report["model_summary"] = {{"name", engine->model().name},
                                {"layout", engine->model().layout},
+                               {"file_dtypes", engine->model().file_dtypes},
                                {"random_weights", engine->model().random_weights}};
+    report["layout"] = engine->model().layout;
+    report["file_dtypes"] = engine->model().file_dtypes;
 
-    std::printf("\n%s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
+    std::printf("\n%s: %s, files %s; %s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
+                engine->model().name.c_str(), engine->model().layout.c_str(), engine->model().file_dtypes.c_str(),
                 engine->device().name.c_str(), o.weights.c_str(), o.width, o.height, o.steps, o.runs, o.warmup);
     std::printf("%-10s %-16s %10s %10s %10s %10s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
                 "TFLOP/s");
     for (const auto& decoder : o.decoders) {
-      const DecoderRun run = bench_decoder(*engine, o, decoder);
+      if (o.runs <= 0) break;  // start figures only
+      const DecoderRun run = bench_decoder(*engine, o, decoder, cancel);
       json& dj = report["decoders"][decoder];
       for (const auto& [stage, values] : run.stage_ms) {
         const Spread s = spread(values);
@@ -265,12 +328,19 @@ int main(int argc, char** argv) {
     report["tensor_cores"] = engine->tensor_cores();
     std::printf("tensor cores: %s\n", engine->tensor_cores() ? "yes" : "no");
     if (!o.json_path.empty()) {
-      std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
+      // Atomically: a failed write leaves an earlier results file as it was, and fails the run with the reason.
+      const std::string text = report.dump(2) + "\n";
+      sdt::write_file_atomically(sdt::path_from_utf8(o.json_path), text.data(), text.size());
       std::printf("wrote %s\n", o.json_path.c_str());
     }
     return 0;
   } catch (const sdt::Error& e) {
-    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.what());
+    std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    if (sdt::cli::InterruptHandler::raised()) return sdt::cli::InterruptHandler::exit_code(130);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
 }

@@ -1,21 +1,25 @@
 // sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image.
 // Everything the user can get wrong is checked before the engine touches a device: the request itself
-// (sdt::check_request), the output paths (the folder exists and takes a file), the init image (readable PNG;
-// its size becomes the request's unless --width/--height are given), and whether TAESD is present.
-// Ctrl+C raises the engine's cancel flag: the run stops at the next stage boundary and no file is written.
+// (sdt::check_request), options that do not apply to it, the output paths (each a regular file or nothing, in a
+// folder that takes a file of that name, no two of them the same file), the init image (readable PNG; its size
+// becomes the request's unless --width/--height are given), and whether TAESD is present.
+// Ctrl+C and SIGTERM raise the engine's cancel flag: the run stops at the next stage boundary and no file is
+// written (interrupt.hpp).
 #include <atomic>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "interrupt.hpp"
+#include "open_progress.hpp"
 #include "options.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/image.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -25,36 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Set by the SIGINT handler; lock-free, so writing it from a signal handler is allowed.
-std::atomic<bool> g_cancel{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-extern "C" void on_interrupt(int) {
-  g_cancel.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl+C ends the process at once
-}
-
 [[noreturn]] void reject(const std::string& message, const std::string& hint = {}) {
   throw Error(ErrorKind::BadRequest, message, hint);
-}
-
-// The folder of `path` exists and accepts a new file; `path` is not a folder.
-void check_writable(const fs::path& path, const char* option) {
-  if (path.empty()) reject(std::string(option) + " FILE.png is required", "say where the image should go");
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    reject(std::string(option) + " " + path_to_utf8(path) + " is a folder, not a file name");
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  if (!fs::is_directory(dir, ec))
-    reject(std::string(option) + ": the folder " + path_to_utf8(dir) + " does not exist", "create it first");
-  std::random_device rd;
-  const fs::path probe = dir / (".sdturbo-write-test-" + std::to_string(rd()));
-  {
-    std::ofstream f(probe, std::ios::binary);
-    if (!f)
-      reject(std::string(option) + ": cannot create files in " + path_to_utf8(dir), "check the folder's permissions");
-  }
-  fs::remove(probe, ec);
 }
 
 fs::path tiny_path_for(const fs::path& output) {
@@ -126,12 +102,6 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
   return j;
 }
 
-// Written beside the target under a unique temporary name and renamed, like the PNGs, so a reader never sees
-// half a file and two runs writing the same file never share a temporary one.
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  write_file_atomically(path, text.data(), text.size());
-}
-
 }  // namespace
 
 int run_generate(const Options& o) {
@@ -158,22 +128,41 @@ int run_generate(const Options& o) {
     request.strength = o.strength;
   }
   check_request(request);
+  if (o.strength_given && o.init_image.empty())
+    reject("--strength applies to img2img only, and no --init-image was given",
+           "give --init-image FILE.png, or leave out --strength");
+  if (!o.taesd.empty() && request.decoder == Decoder::Full)
+    std::fprintf(stderr, "note: --taesd is not used with --decoder full (the VAE decodes); it is still checked\n");
 
+  // Every output is checked now, not after minutes of work: what is at the path, its folder, the file name's
+  // length; and no two outputs may be one file (compared as files, not as spellings).
+  if (o.output.empty()) reject("--output FILE.png is required", "say where the image should go");
   const fs::path output = path_from_utf8(o.output);
-  check_writable(output, "--output");
+  check_output_path(output, "--output");
+  std::vector<std::pair<const char*, fs::path>> outputs = {{"--output", output}};
   fs::path output_tiny;
   if (request.decoder == Decoder::Both) {
     output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : path_from_utf8(o.output_tiny);
-    check_writable(output_tiny, "--output-tiny");
-    if (fs::absolute(output_tiny) == fs::absolute(output)) reject("--output and --output-tiny name the same file");
+    check_output_path(output_tiny, "--output-tiny");
+    outputs.emplace_back("--output-tiny", output_tiny);
   } else if (!o.output_tiny.empty()) {
     reject("--output-tiny is only used with --decoder both");
   }
-  if (!o.timings.empty()) check_writable(path_from_utf8(o.timings), "--timings");
+  if (!o.timings.empty()) {
+    check_output_path(path_from_utf8(o.timings), "--timings");
+    outputs.emplace_back("--timings", path_from_utf8(o.timings));
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    for (std::size_t j = i + 1; j < outputs.size(); ++j)
+      if (same_file(outputs[i].second, outputs[j].second))
+        reject(std::string(outputs[i].first) + " " + path_to_utf8(outputs[i].second) + " and " + outputs[j].first +
+                   " " + path_to_utf8(outputs[j].second) + " are the same file: one would overwrite the other",
+               "give each output a file of its own");
+  if (o.seed_random) std::fprintf(stderr, "seed: %llu (random)\n", static_cast<unsigned long long>(request.seed));
 
   // ---- the engine ----
-  g_cancel.store(false);
-  std::signal(SIGINT, on_interrupt);
+  const InterruptHandler interrupt;
+  std::atomic<bool>& cancel = InterruptHandler::flag();
   EngineOptions options;
   options.model = o.model;
   options.taesd = o.taesd;
@@ -182,9 +171,22 @@ int run_generate(const Options& o) {
   options.weights = o.weights == "fp32" ? WeightStorage::F32 : WeightStorage::F16;
   options.cache_dir = path_from_utf8(o.cache_dir);
   options.watchdog_seconds = o.watchdog;
-  options.cancel = &g_cancel;
+  options.cancel = &cancel;
   options.require_taesd = request.decoder != Decoder::Full;
-  Engine engine(options);
+  // The first image's size: its kernels are prepared while the model opens.
+  options.prepare_width = request.width;
+  options.prepare_height = request.height;
+  OpenProgressLine open_progress;
+  if (!o.verbose) options.on_open_progress = open_progress.callback();
+  std::unique_ptr<Engine> opened;
+  try {
+    opened = std::make_unique<Engine>(options);
+  } catch (...) {
+    open_progress.clear();
+    throw;
+  }
+  open_progress.clear();
+  Engine& engine = *opened;
   if (engine.model().random_weights)
     std::fprintf(stderr, "note: %s has seeded random weights: the image is coloured noise, for testing only\n",
                  engine.model().name.c_str());
@@ -197,9 +199,9 @@ int run_generate(const Options& o) {
       else
         std::fprintf(stderr, "  %s\n", stage_name(p.stage));
     };
-  const Result result = engine.generate(request, progress, &g_cancel);
+  const Result result = engine.generate(request, progress, &cancel);
   for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  if (g_cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
+  if (cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
 
   // ---- outputs ----
   // The file's "Model hash" is computed in the background the first time a checkpoint is seen (then cached): wait
@@ -215,9 +217,10 @@ int run_generate(const Options& o) {
                 result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
   }
   print_timings(engine, result);
-  if (!o.timings.empty())
-    write_text_atomically(path_from_utf8(o.timings), timings_json(engine, request, result).dump(2) + "\n");
-  std::signal(SIGINT, SIG_DFL);
+  if (!o.timings.empty()) {
+    const std::string json = timings_json(engine, request, result).dump(2) + "\n";
+    write_file_atomically(path_from_utf8(o.timings), json.data(), json.size());
+  }
   return 0;
 }
 

@@ -1,9 +1,10 @@
-// sdturbo-cli: list devices, inspect model files, tokenize prompts, and generate images from the command line.
+// sdturbo-cli: list devices, inspect model files, tokenize prompts, check a device (--self-check), and generate
+// images from the command line.
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <cstdio>
 #include <exception>
 
+#include "interrupt.hpp"
 #include "options.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
@@ -17,62 +18,24 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"sdturbo-cli: SD-Turbo image generation on OpenCL"};
   app.set_version_flag("--version", std::string("sdturbo-cli ") + sdt::version());
-  app.add_flag("--list-devices", o.list_devices, "List the OpenCL devices and exit");
-  app.add_flag("--inspect", o.inspect, "Check a model (--model) as loading would, without a GPU, and describe it");
-  app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
-  app.add_option("--model", o.model,
-                 "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
-                 "random:tiny or random:sd-turbo")
-      ->capture_default_str();
-  app.add_option("--taesd", o.taesd,
-                 "TAESD: AutoencoderTiny folder, taesd_decoder.safetensors or hf:madebyollin/taesd");
-  app.add_option("--config", o.config,
-                 "Single-file checkpoint: a diffusers folder whose config.json files describe it (when its head "
-                 "counts cannot be read from the weights)");
-  app.add_option("--device", o.device, "OpenCL device: index or part of its name (default: first GPU)");
-  app.add_option("--weights", o.weights, "Weight storage on the device")
-      ->check(CLI::IsMember({"fp16", "fp32"}))
-      ->capture_default_str();
-  app.add_option("--cache-dir", o.cache_dir, "Kernel binary cache folder (default: the platform's cache folder)");
-  app.add_option("--watchdog", o.watchdog,
-                 "Seconds a stage may take before the device counts as hung (default: 120 on GPUs, none on CPUs; "
-                 "0: none)")
-      ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--prompt", o.prompt, "The prompt");
-  app.add_option("--seed", o.seed, "Seed (default 0)")->each([&](const std::string&) { o.seed_given = true; });
-  app.add_option("--width", o.width, "Width, a multiple of 64 (img2img: the init image's width)")
-      ->capture_default_str()
-      ->each([&](const std::string&) { o.size_given = true; });
-  app.add_option("--height", o.height, "Height, a multiple of 64 (img2img: the init image's height)")
-      ->capture_default_str()
-      ->each([&](const std::string&) { o.size_given = true; });
-  app.add_option("--steps", o.steps, "Euler steps, 1 to 4")->capture_default_str();
-  app.add_option("--decoder", o.decoder, "full (VAE), tiny (TAESD) or both")
-      ->check(CLI::IsMember({"full", "tiny", "both"}))
-      ->capture_default_str();
-  app.add_option("--vae-tiling", o.vae_tiling,
-                 "Decode the VAE image in overlapping tiles: auto (only when the device runs out of memory), never, "
-                 "always. Tiles are not pixel-identical to a whole decode")
-      ->check(CLI::IsMember({"auto", "never", "always"}))
-      ->capture_default_str();
-  app.add_option("--vae-tile", o.vae_tile, "Tile side in latents (8 px each), a multiple of 4 (default: chosen)");
-  app.add_option("--init-image", o.init_image, "img2img: the starting image (PNG)");
-  app.add_option("--strength", o.strength, "img2img strength in (0, 1]")->capture_default_str();
-  app.add_option("--output", o.output, "Output PNG");
-  app.add_option("--output-tiny", o.output_tiny, "With --decoder both: the TAESD image");
-  app.add_option("--timings", o.timings, "Write the stage timings as JSON");
-  app.add_flag("-v,--verbose", o.verbose, "Log what the engine does");
+  sdt::cli::define_options(app, o);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
 
   sdt::set_log_level(o.verbose ? sdt::LogLevel::Debug : sdt::LogLevel::Warn);
   try {
+    sdt::cli::check_options(o);
+    if (o.self_check) return sdt::cli::run_self_check(o);
     if (o.list_devices) return sdt::cli::run_list_devices(o);
     if (o.tokenize) return sdt::cli::run_tokenize(o);
     if (o.inspect) return sdt::cli::run_inspect(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());
     if (!e.hint().empty()) std::fprintf(stderr, "%s\n", sdt::cli::hint_line(e).c_str());
+    // Ctrl+C or SIGTERM: the cancellation, or whatever a system call it interrupted reported.
+    if (sdt::cli::InterruptHandler::raised()) return sdt::cli::InterruptHandler::exit_code(130);
     return e.kind() == sdt::ErrorKind::Cancelled ? 130 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

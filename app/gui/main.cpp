@@ -9,6 +9,8 @@
 // keeps the settings in an INI file instead of the user's. --download-model downloads SD-Turbo without a window
 // (ui/download_command.hpp). The options are defined in ui/command_line.hpp.
 #include <QApplication>
+#include <cstdio>
+#include <cstdlib>
 #include <QIcon>
 #include <QTimer>
 
@@ -55,6 +57,11 @@ int main(int argc, char** argv) {
   auto settings = command_line.has_settings_file()
                       ? std::make_unique<sdt::ui::Settings>(command_line.settings_file(), nullptr)
                       : std::make_unique<sdt::ui::Settings>();
+  // A settings file that was asked for and cannot be used is an error, not silently a run without settings.
+  if (const QString problem = settings->problem(); command_line.has_settings_file() && !problem.isEmpty()) {
+    std::fprintf(stderr, "sdturbo: --settings: %s\n", problem.toLocal8Bit().constData());
+    return 2;
+  }
   command_line.apply_overrides(*settings);
 
   sdt::ui::MainWindow window(settings.get());
@@ -62,5 +69,12 @@ int main(int argc, char** argv) {
   window.show();
   // Generation requests queue behind the model's opening on the engine thread.
   if (command_line.generate()) QTimer::singleShot(0, &window, &sdt::ui::MainWindow::generate);
-  return QApplication::exec();
+  const int code = QApplication::exec();
+  if (!window.engine_left_running().isEmpty()) {
+    // The engine thread is stuck inside a call that never returns (it was logged with what it was doing). Exiting
+    // normally would run destructors under it or wait for it; the settings and the log are saved already.
+    sdt::flush_logs();
+    std::_Exit(code);
+  }
+  return code;
 }

@@ -44,4 +44,8 @@ void set_log_level(LogLevel level) {
     case LogLevel::Off: log::set_level(spdlog::level::off); return;
   }
 }
+
+void flush_logs() {
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+}
 }  // namespace sdt

@@ -10,27 +10,20 @@
 #include <png.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <string>
 #include <system_error>
 
 #include "base/log.hpp"
 #include "base/utf8.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/image.hpp"
 #include "sdt/utf8_path.hpp"
-
-#ifdef _WIN32
-#include <io.h>
-#else
-#include <unistd.h>
-#endif
 
 namespace sdt {
 
@@ -204,32 +197,6 @@ std::string os_error(int code) {
   return std::system_category().message(code);
 }
 
-[[noreturn]] void fail_write(const std::filesystem::path& path, const std::filesystem::path& temporary,
-                             const std::string& what, int code) {
-  std::error_code ignored;
-  std::filesystem::remove(temporary, ignored);
-  throw Error(ErrorKind::Io, "cannot write " + path_to_utf8(path) + ": " + what + ": " + os_error(code),
-              "check that the folder exists, is writable and the disk is not full");
-}
-
-std::FILE* open_for_writing(const std::filesystem::path& path) {
-#ifdef _WIN32
-  return _wfopen(path.c_str(), L"wb");  // wide: the narrow API would mangle non-ANSI folder names
-#else
-  return std::fopen(path.c_str(), "wb");
-#endif
-}
-
-std::filesystem::path temporary_beside(const std::filesystem::path& path) {
-  static std::atomic<unsigned> counter{0};
-  std::random_device random;
-  // Composed as a path: the name never goes through narrow text (a code page on Windows).
-  std::filesystem::path name = ".";
-  name += path.filename();
-  name += ".tmp-" + std::to_string(random()) + "-" + std::to_string(counter.fetch_add(1));
-  return path.parent_path() / name;
-}
-
 }  // namespace
 
 std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngText>& texts) {
@@ -277,38 +244,13 @@ void write_png(const std::filesystem::path& path, const Image& image, const std:
   write_file_atomically(path, bytes.data(), bytes.size());
 }
 
-void write_file_atomically(const std::filesystem::path& path, const void* data, std::size_t size) {
-  const std::filesystem::path temporary = temporary_beside(path);
-  // Write everything to a temporary file beside the target, flush it to the disk, then rename it over the
-  // target: a reader (or a crash) sees the old file or the complete new one, never a partial or empty one.
-  std::FILE* file = open_for_writing(temporary);
-  if (!file) fail_write(path, temporary, "creating a temporary file", errno);
-  if (std::fwrite(data, 1, size, file) != size || std::fflush(file) != 0) {
-    const int code = errno;
-    std::fclose(file);
-    fail_write(path, temporary, "writing", code);
-  }
-#ifdef _WIN32
-  const int synced = _commit(_fileno(file));
-#else
-  const int synced = fsync(fileno(file));
-#endif
-  if (synced != 0) {
-    const int code = errno;
-    std::fclose(file);
-    fail_write(path, temporary, "flushing to disk", code);
-  }
-  if (std::fclose(file) != 0) fail_write(path, temporary, "closing", errno);
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) fail_write(path, temporary, "renaming the temporary file into place", ec.value());
-}
-
 Image read_png(const std::filesystem::path& path, std::vector<PngText>* texts) {
   auto fail = [&](const std::string& what) -> Error {
     return Error(ErrorKind::BadRequest, "cannot read image " + path_to_utf8(path) + ": " + what,
                  "use an 8- or 16-bit PNG file (RGB, RGBA, grey or palette)");
   };
+  // Before opening: a FIFO would block the read for ever.
+  if (const std::string problem = regular_file_problem(path); !problem.empty()) throw fail("it " + problem);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw fail(ec.message());

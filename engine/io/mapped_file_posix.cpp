@@ -35,7 +35,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
   file->handles_ = std::make_unique<Handles>();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer that never comes (it is refused below); reads
+  // of a regular file are not affected by the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) throw Error(ErrorKind::BadModel, "file not found: " + path_to_utf8(path));
@@ -45,7 +47,17 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   file->handles_->fd = fd;  // closed by ~MappedFile from here on
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw Error(ErrorKind::Io, "cannot stat " + path_to_utf8(path) + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::BadModel,
+                path_to_utf8(path) + " is " +
+                    (S_ISFIFO(st.st_mode)  ? "a FIFO (named pipe)"
+                     : S_ISCHR(st.st_mode) ? "a character device"
+                     : S_ISBLK(st.st_mode) ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISDIR(st.st_mode) ? "a folder"
+                                           : "a special file") +
+                    ", not a regular file",
+                "give the model's .safetensors files themselves");
   file->handles_->size = st.st_size;
   file->handles_->mtime = st.st_mtim;
   file->size_ = static_cast<std::size_t>(st.st_size);

@@ -9,6 +9,7 @@
 #include "io/json_util.hpp"
 #include "base/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
 
 namespace sdt::io::detail {
@@ -65,19 +66,18 @@ class Hasher {
 }  // namespace
 
 std::string read_text_file(const fs::path& path) {
+  if (const std::string problem = regular_file_problem(path); !problem.empty()) {
+    if (problem == "does not exist")
+      throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is missing", "the model folder is incomplete");
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " " + problem, "the model folder is damaged");
+  }
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw Error(ErrorKind::BadModel, path_to_utf8(path) + " is missing", "the model folder is incomplete");
   const auto size = fs::file_size(path, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot read " + path_to_utf8(path) + ": " + ec.message());
   if (size > kMaxTextFileBytes)
     throw Error(ErrorKind::BadModel,
                 path_to_utf8(path) + " is " + std::to_string(size) + " bytes, too large for a config file");
-  std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in || !in.read(text.data(), static_cast<std::streamsize>(size)))
-    throw Error(ErrorKind::Io, "cannot read " + path_to_utf8(path));
-  return text;
+  return read_regular_file(path, kMaxTextFileBytes, "config file", ErrorKind::Io);
 }
 
 void refuse_unsafe_format(const fs::path& path) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 #include "base/log.hpp"
 #include "sdt/error.hpp"
@@ -149,6 +150,29 @@ void reset_largest_allocation() {
 void disarm_faults() {
   std::lock_guard lock(g_fault_mutex);
   g_fault_armed = false;
+}
+
+namespace {
+std::mutex g_hangs_mutex;
+std::vector<cl_event> g_hangs;
+}  // namespace
+
+void register_injected_hang(cl_event user_event) {
+  if (clRetainEvent(user_event) != CL_SUCCESS) return;
+  std::lock_guard lock(g_hangs_mutex);
+  g_hangs.push_back(user_event);
+}
+
+void release_injected_hangs() {
+  std::vector<cl_event> hangs;
+  {
+    std::lock_guard lock(g_hangs_mutex);
+    hangs.swap(g_hangs);
+  }
+  for (cl_event event : hangs) {
+    clSetUserEventStatus(event, CL_COMPLETE);  // CL_INVALID_OPERATION when its context completed it already
+    clReleaseEvent(event);
+  }
 }
 
 cl_int inject(cl_int status, const char* call) {

@@ -32,6 +32,11 @@ void arm_fault(std::string call, cl_int status, int skip = 0, int times = 1);
 // completes, which to the host is exactly a kernel that never returns (the status passed is not used).
 inline constexpr const char* kHangFault = "<hang>";
 void disarm_faults();
+// Test-only: completes every event an injected hang made a queue wait on, in any context, so that a thread blocked
+// in a wait without a watchdog goes on (a test that left such a thread behind lets it end before the process does).
+void release_injected_hangs();
+// Context::marker registers the user event of an injected hang here (retained until released).
+void register_injected_hang(cl_event user_event);
 // Test-only: pooled buffers larger than `bytes` fail to allocate with CL_MEM_OBJECT_ALLOCATION_FAILURE, as on a
 // device with less memory; 0 lifts the limit. Lets a test run out of memory in one stage and not in the others.
 void limit_allocations(std::size_t bytes);

@@ -1,17 +1,33 @@
 // Builds OpenCL programs from the embedded kernels/*.cl sources, with an in-memory cache and an on-disk binary
 // cache. The disk key hashes source, build options, device name, driver version, platform version and the
-// cache format version, so a driver update or an edited kernel never loads a stale binary. Entries are written
+// cache format version, so a driver update or an edited kernel never loads a stale binary; each entry also holds
+// its whole key, checked on loading, so an entry under another program's name is never used. Entries are written
 // to a temporary file and renamed (two processes never tear a file); any entry that fails to load (corrupt,
-// truncated, rejected by the driver) is rebuilt from source and rewritten, with a log line.
+// truncated, of another key, not a regular file, rejected by the driver, building to a program without kernels)
+// is rebuilt from source and rewritten, with a log line, and so is a loaded program that lacks a kernel asked for
+// (Context::kernel calls rebuild()).
+//
+// Thread-safe: programs may be built on several threads at once (prepare() does, while a model opens), and a
+// program asked for while another thread builds it is waited for, not built twice.
 #pragma once
 
 #include <CL/cl.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "runtime/devices.hpp"
 
@@ -30,6 +46,19 @@ struct ProgramCacheStats {
   double build_ms = 0;   // total time spent building or loading programs
 };
 
+// Test-only: builds of kernels/<name>.cl use `source` instead of the embedded text from now on (in every context);
+// nullopt restores the embedded one. The self-check's tests make a kernel compute wrongly with it, as a miscompiling
+// driver would. The cache keys include the source, so no entry of the real kernel is touched.
+void set_source_override(const std::string& name, std::optional<std::string> source);
+
+// One program to prepare: kernels/<name>.cl built with `options` (the device defines included).
+struct ProgramRequest {
+  std::string name;
+  std::string options;
+  bool operator<(const ProgramRequest& o) const { return std::tie(name, options) < std::tie(o.name, o.options); }
+  bool operator==(const ProgramRequest& o) const = default;
+};
+
 class ProgramCache {
  public:
   // cache_dir empty: no disk cache.
@@ -44,23 +73,83 @@ class ProgramCache {
   // Same for a source given directly (tests, and kernels generated at run time).
   cl_program get_source(std::string_view label, std::string_view source, const std::string& options);
 
-  const ProgramCacheStats& stats() const { return stats_; }
+  // Whether `program` (returned by get) was loaded from the disk cache rather than built from source.
+  bool from_disk(cl_program program) const;
+  // Builds `program`'s source again, replaces the disk entry and the memory entry, and returns the new program
+  // (the old one is released; kernels made from it stay valid). For a loaded binary found wanting after loading:
+  // it lacks a kernel the source has. `why` completes the log line ("lacks the kernel saxpy").
+  cl_program rebuild(cl_program program, std::string_view label, const std::string& why);
+
+  // Says whether get(name, options) would find the program in memory or in the disk cache, without building.
+  bool available(std::string_view name, const std::string& options) const;
+
+  ProgramCacheStats stats() const;
   const std::filesystem::path& dir() const { return dir_; }
   // The disk file an entry with this source and options would use.
   std::filesystem::path entry_path(std::string_view source, const std::string& options) const;
 
-  static constexpr std::uint32_t kFormatVersion = 1;
+  // The whole key an entry stores: the source, the options, the device, driver and platform versions, the format.
+  std::string entry_key(std::string_view source, const std::string& options) const;
+  // The bytes of an entry holding `binary` under `key` (tests craft entries with it).
+  static std::string make_entry(std::string_view key, std::string_view binary);
+
+  // 2: the entry stores its key (version 1 entries are rebuilt once).
+  static constexpr std::uint32_t kFormatVersion = 2;
 
  private:
+  struct Entry {
+    cl_program program = nullptr;
+    bool from_disk = false;
+    std::string source;  // to rebuild it
+    std::string options;
+  };
+  static std::string memory_key(std::string_view label, std::string_view source, const std::string& options);
   cl_program build_from_source(std::string_view label, std::string_view source, const std::string& options);
-  cl_program load_binary(const std::filesystem::path& path, std::string_view label, const std::string& options);
-  void store_binary(cl_program program, const std::filesystem::path& path);
+  cl_program load_binary(const std::filesystem::path& path, std::string_view label, const std::string& key,
+                         const std::string& options);
+  void store_binary(cl_program program, const std::filesystem::path& path, const std::string& key);
 
   cl_context context_;
   DeviceHandle device_;
   std::filesystem::path dir_;
-  std::map<std::string, cl_program> programs_;  // key: label + '\n' + options
+  mutable std::mutex mutex_;  // guards programs_, building_ and stats_
+  std::condition_variable built_;
+  std::map<std::string, Entry> programs_;  // key: label + '\n' + options + '\n' + source hash
+  std::set<std::string> building_;              // keys a thread is building now
   ProgramCacheStats stats_;
+};
+
+// Programs built (or loaded from the disk cache) on background threads, so a model's kernels are ready when its
+// weights are: distinct programs build in parallel where the driver's compiler allows. A failure is logged and left
+// for ProgramCache::get() to report when the program is needed (a device whose compiler refuses one program may
+// have a fallback for it, as the tensor-core GEMM has).
+class ProgramPreparation {
+ public:
+  ProgramPreparation(ProgramCache& cache, std::vector<ProgramRequest> requests, int threads);
+  // Lets no further build start and waits for the ones running.
+  ~ProgramPreparation();
+  ProgramPreparation(const ProgramPreparation&) = delete;
+  ProgramPreparation& operator=(const ProgramPreparation&) = delete;
+
+  int total() const { return static_cast<int>(requests_.size()); }
+  int done() const;
+  // Waits until every program is done, calling on_progress(done) on this thread whenever the count moves. Returns
+  // false, having let no further build start, once `cancel` is raised (checked at least every 50 ms).
+  bool wait(const std::function<void(int)>& on_progress = {}, const std::atomic<bool>* cancel = nullptr);
+  double wall_ms() const { return wall_ms_; }  // from the start to the last program done (after wait())
+
+ private:
+  void work();
+  ProgramCache& cache_;
+  std::vector<ProgramRequest> requests_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t next_ = 0;
+  int done_ = 0;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point start_;
+  double wall_ms_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace sdt::cl

@@ -3,12 +3,11 @@
 // simple_tokenizer.py (deriving the vocabulary from the merges).
 #include "text/clip_vocab.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
 #include "text/unicode.hpp"
 
@@ -25,17 +24,14 @@ constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 }
 
 std::string read_text_file(const std::filesystem::path& path) {
+  if (const std::string problem = regular_file_problem(path); !problem.empty())
+    throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": cannot read: it " + problem);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": cannot read: " + ec.message());
   if (size > kMaxFileBytes)
     bad_file(path_to_utf8(path), "is " + std::to_string(size) + " bytes; a CLIP tokenizer file is about 1 MB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": cannot open for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) throw Error(ErrorKind::BadModel, path_to_utf8(path) + ": read failed");
-  return text.str();
+  return read_regular_file(path, kMaxFileBytes, "tokenizer file", ErrorKind::BadModel);
 }
 
 std::string byte_symbol_text(std::uint8_t byte) {

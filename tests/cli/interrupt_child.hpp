@@ -1,5 +1,5 @@
-// Runs a command-line tool as a child process and sends it SIGINT (Ctrl+C) as soon as a marker appears in its
-// stderr; for the tests that check a cancelled run ends cleanly. POSIX only.
+// Runs a command-line tool as a child process and sends it SIGINT (Ctrl+C), or another signal, as soon as a marker
+// appears in its stderr; for the tests that check a cancelled run ends cleanly. POSIX only.
 #pragma once
 
 #ifndef _WIN32
@@ -13,14 +13,15 @@
 namespace sdt::test {
 
 struct InterruptedRun {
-  bool interrupted = false;  // the marker appeared and SIGINT was sent
+  bool interrupted = false;  // the marker appeared and the signal was sent
   int status = 0;            // waitpid's status
   std::string err;           // everything the child wrote to stderr
 };
 
-// Starts `argv` (argv[0] is the executable's path), reads its stderr until it ends, and interrupts it once
+// Starts `argv` (argv[0] is the executable's path), reads its stderr until it ends, and sends it `signal` once
 // `marker` has been written.
-inline InterruptedRun run_and_interrupt(const std::vector<std::string>& argv, const std::string& marker) {
+inline InterruptedRun run_and_interrupt(const std::vector<std::string>& argv, const std::string& marker,
+                                        int signal = SIGINT) {
   InterruptedRun run;
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return run;
@@ -40,7 +41,7 @@ inline InterruptedRun run_and_interrupt(const std::vector<std::string>& argv, co
   for (ssize_t n; (n = read(err_pipe[0], buffer, sizeof buffer)) > 0;) {
     run.err.append(buffer, static_cast<std::size_t>(n));
     if (!run.interrupted && run.err.find(marker) != std::string::npos) {
-      kill(pid, SIGINT);
+      kill(pid, signal);
       run.interrupted = true;
     }
   }

@@ -4,8 +4,9 @@
 //  - LogCapture: the lines one of the engine's named loggers writes, so a test can check that a recovery was
 //    logged and not only that it happened.
 //  - run_in_mount_namespace: one test of this executable run again in a child process that sees a folder as a
-//    full disk or as read-only (a tmpfs of one page, a read-only bind mount), which permission bits cannot give
-//    when the tests run as root. Nothing outside the child sees the mount.
+//    full disk or as read-only (a small tmpfs, a read-only bind mount), which permission bits cannot give when
+//    the tests run as root. Nothing outside the child sees the mount. run_self_in_mount_namespace does the same
+//    with any arguments (a QtTest function's name).
 #pragma once
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -101,10 +102,10 @@ struct MountedChild {
   std::string output;
 };
 
-// Runs `--gtest_filter=<child_test> --gtest_also_run_disabled_tests` of this executable in a private mount
-// namespace after `mount_commands` (sh; `$DIR` is `dir`) ran there. The child finds `dir` in $SDT_FAULT_DIR.
-inline MountedChild run_in_mount_namespace(const std::string& mount_commands, const std::string& child_test,
-                                           const std::filesystem::path& dir) {
+// Runs this executable again with `arguments` (already quoted for sh) in a private mount namespace after
+// `mount_commands` (sh; `$DIR` is `dir`) ran there. The child finds `dir` in $SDT_FAULT_DIR.
+inline MountedChild run_self_in_mount_namespace(const std::string& mount_commands, const std::string& arguments,
+                                                const std::filesystem::path& dir) {
   const auto quoted = [](const std::string& s) {
     std::string out = "'";
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -112,8 +113,8 @@ inline MountedChild run_in_mount_namespace(const std::string& mount_commands, co
   };
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   const std::string inner = "DIR=" + quoted(dir.string()) + "; { " + mount_commands +
-                            "; } 2>/dev/null || exit 77; SDT_FAULT_DIR=\"$DIR\" exec " + quoted(self) +
-                            " --gtest_filter=" + child_test + " --gtest_also_run_disabled_tests";
+                            "; } 2>/dev/null || exit 77; SDT_FAULT_DIR=\"$DIR\" exec " + quoted(self) + " " +
+                            arguments;
   const std::filesystem::path log = dir.parent_path() / (dir.filename().string() + ".child-log");
   const int status = std::system(
       ("unshare -m --propagation private sh -c " + quoted(inner) + " >" + quoted(log.string()) + " 2>&1 </dev/null")
@@ -126,6 +127,14 @@ inline MountedChild run_in_mount_namespace(const std::string& mount_commands, co
   child.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   child.unavailable = child.exit_code == 77 || child.output.find("unshare") != std::string::npos;
   return child;
+}
+
+// Runs `--gtest_filter=<child_test> --gtest_also_run_disabled_tests` of this executable in a private mount
+// namespace after `mount_commands` (sh; `$DIR` is `dir`) ran there. The child finds `dir` in $SDT_FAULT_DIR.
+inline MountedChild run_in_mount_namespace(const std::string& mount_commands, const std::string& child_test,
+                                           const std::filesystem::path& dir) {
+  return run_self_in_mount_namespace(mount_commands,
+                                     "--gtest_filter=" + child_test + " --gtest_also_run_disabled_tests", dir);
 }
 #endif
 

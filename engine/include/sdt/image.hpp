@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sdt/files.hpp"
+
 namespace sdt {
 
 struct Image {
@@ -23,14 +25,11 @@ struct PngText {
   std::string value;
 };
 
-// Writes atomically: a temporary file beside `path`, flushed to disk, then renamed over `path` (an existing
-// file is replaced; callers choose unique names). Throws sdt::Error (Io) naming the path and the OS error,
-// and leaves no temporary file. Identical input gives identical bytes. Text values that are not valid UTF-8
+// Writes atomically with write_file_atomically (sdt/files.hpp): a temporary file beside `path`, flushed to disk,
+// then renamed over `path` (an existing regular file is replaced; callers choose unique names; anything else at
+// `path` is refused). Throws sdt::Error (Io) naming the path and the reason, and leaves no temporary file. Identical input gives identical bytes. Text values that are not valid UTF-8
 // (or hold NUL) are stored with U+FFFD in their place.
 void write_png(const std::filesystem::path& path, const Image& image, const std::vector<PngText>& texts = {});
-// Writes `bytes` to `path` as write_png does: to a temporary file of a unique name beside it, flushed to the
-// disk, then renamed over it. Throws sdt::Error (Io) naming the file; nothing temporary is left on failure.
-void write_file_atomically(const std::filesystem::path& path, const void* bytes, std::size_t size);
 // Encodes to memory (for the app, which saves through QSaveFile).
 std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngText>& texts = {});
 // Reads any PNG (RGB, RGBA, grey, palette; 1- to 16-bit; interlaced) as 8-bit RGB, alpha dropped, and its

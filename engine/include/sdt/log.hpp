@@ -10,4 +10,8 @@ enum class LogLevel { Debug, Info, Warn, Error, Off };
 // Sets the level of every engine logger, existing and future (the default: Warn).
 void set_log_level(LogLevel level);
 
+// Writes out what every logger (the engine's and the front end's, all spdlog's) holds: for a process that must end
+// with std::_Exit, which runs no destructors.
+void flush_logs();
+
 }  // namespace sdt

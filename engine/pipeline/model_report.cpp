@@ -1,12 +1,13 @@
-// sdt::inspect_model: the model files opened as loading opens them (io::open_model, io::open_taesd), described for
-// a person. No device is touched. The random models are described from their configs without generating their
-// 1.3 G values.
+// sdt::inspect_model: the model files opened as loading opens them (io::open_model, io::open_taesd, against the
+// architecture the model constructors record), described for a person. No device is touched. The random models are
+// described from their configs without generating their 1.3 G values. It lives in the pipeline, not in io, because
+// the weights' description comes from the models (models/architecture.hpp), which io may not include.
 #include <cstdio>
 #include <string>
 
 #include "base/utf8.hpp"
 #include "io/model_files.hpp"
-#include "io/weight_specs.hpp"
+#include "models/architecture.hpp"
 #include "sdt/inspect.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -111,10 +112,10 @@ io::ModelFiles random_description(const std::string& name) {
   const struct {
     const char* part;
     std::vector<io::WeightSpec> specs;
-  } parts[] = {{"text_encoder", io::text_encoder_weights(m.text_encoder)},
-               {"unet", io::unet_weights(m.unet)},
-               {"vae", io::vae_weights(m.vae, true)},
-               {"taesd", io::taesd_weights(*m.taesd)}};
+  } parts[] = {{"text_encoder", models::text_encoder_weights(m.text_encoder)},
+               {"unet", models::unet_weights(m.unet)},
+               {"vae", models::vae_weights(m.vae, true)},
+               {"taesd", models::taesd_weights(*m.taesd)}};
   for (const auto& p : parts) {
     io::PartInfo info;
     info.part = p.part;
@@ -132,8 +133,9 @@ io::ModelFiles random_description(const std::string& name) {
 
 ModelReport inspect_model(const std::string& model, const std::string& taesd) {
   if (io::is_random_model(model)) return report_of(random_description(model), false);
-  if (const auto path = path_from_utf8(model); io::looks_like_taesd(path)) return report_of(io::open_taesd(path), true);
-  return report_of(io::open_model(model, taesd), false);
+  if (const auto path = path_from_utf8(model); io::looks_like_taesd(path))
+    return report_of(io::open_taesd(models::architecture(), path), true);
+  return report_of(io::open_model(models::architecture(), model, taesd), false);
 }
 
 }  // namespace sdt

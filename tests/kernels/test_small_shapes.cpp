@@ -1,0 +1,271 @@
+// One small case per kernel family and variant, for the memory checker: scripts/test.sh runs this suite under
+// Oclgrind (an OpenCL interpreter that checks every memory access and work-group synchronisation), where an
+// SD-Turbo-sized case takes minutes, so the shapes here are a few work-groups at most, odd where a tile edge can be
+// crossed. Each is also an ordinary test against the reference loops (poisoned outputs), on any device.
+//
+// A new kernel family (or a new path of one: another tile configuration, another mode) gets a case here, so that
+// Oclgrind sees it: the CI step runs `SmallShapes.*`.
+//
+// Tolerance: as in the family's own tests (1e-5 of max|ref| for accumulations, 1e-6 for element-wise ops, exact for
+// layout, embedding and RGB8).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernel_test_util.hpp"
+#include "nn/ops_internal.hpp"
+
+using namespace sdt;
+using nn::Act;
+using nn::DType;
+using cl::TensorCores;
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+
+// Pins the GEMM path (gemm.cl, or gemm_tc.cl's plain-loop stand-in for the PTX) for one scope.
+using GemmPath = test::TensorCorePathScope;
+
+// Splits K into `splits` slices for one scope.
+class Splits {
+ public:
+  explicit Splits(int splits)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; }) {}
+
+ private:
+  test::TuningScope pin_;
+};
+
+// With the tensor-core stand-in, activations are rounded to fp16 too: the reference sees what the kernel sees.
+std::vector<float> as_seen(const std::vector<float>& x, bool fp16_activations) {
+  return fp16_activations ? ref::round_to_half(x) : x;
+}
+
+void check_linear(const char* name, int M, int K, int N, DType storage, Act act, bool residual, std::uint32_t seed,
+                  bool fp16_activations = false) {
+  auto& ctx = test::kernel_context();
+  const float bound = 1.0f / std::sqrt(static_cast<float>(K));
+  const auto x_host = test::random_floats(static_cast<std::size_t>(M) * K, seed);
+  const auto w = test::make_weight(ctx, test::random_floats(static_cast<std::size_t>(N) * K, seed + 1, -bound, bound),
+                                   {N, K}, storage);
+  const auto b = test::make_weight(ctx, test::random_floats(N, seed + 2, -bound, bound), {N}, storage);
+  const auto r_host = test::random_floats(static_cast<std::size_t>(M) * N, seed + 3);
+  const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+  const nn::Tensor r = nn::upload(ctx, r_host, {M, N});
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * N * 4);
+  const nn::Tensor y = nn::linear(ctx, x, w.tensor, &b.tensor, act, residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned);
+  const auto expected = ref::linear(as_seen(x_host, fp16_activations), w.values, &b.values, M, K, N, test::to_ref(act),
+                                    residual ? &r_host : nullptr);
+  test::expect_close(ctx, y, expected, fp16_activations ? 1e-4 : kRtol,
+                     std::string("linear ") + name + " " + test::storage_name(storage));
+}
+
+void check_conv(const char* name, ref::ConvShape s, DType storage, bool residual, std::uint32_t seed,
+                bool fp16_activations = false) {
+  auto& ctx = test::kernel_context();
+  const float bound = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));
+  const auto x_host = test::random_floats(static_cast<std::size_t>(s.C) * s.H * s.W, seed);
+  const auto w = test::make_weight(
+      ctx, test::random_floats(static_cast<std::size_t>(s.O) * s.C * s.k * s.k, seed + 1, -bound, bound),
+      {s.O, s.C, s.k, s.k}, storage);
+  const auto b = test::make_weight(ctx, test::random_floats(s.O, seed + 2, -bound, bound), {s.O}, storage);
+  const std::size_t out_n = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
+  const auto r_host = test::random_floats(out_n, seed + 3);
+  const nn::Tensor x = nn::upload(ctx, x_host, {s.C, s.H, s.W});
+  const nn::Tensor r = nn::upload(ctx, r_host, {s.O, s.out_h(), s.out_w()});
+  nn::ConvGeometry g;
+  g.stride = s.stride;
+  g.pad_top = s.pad_top, g.pad_bottom = s.pad_bottom, g.pad_left = s.pad_left, g.pad_right = s.pad_right;
+  g.upsample2x = s.upsample2x;
+  const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+  const nn::Tensor y = nn::conv2d(ctx, x, w.tensor, &b.tensor, g, residual ? &r : nullptr);
+  EXPECT_EQ(y.buffer.get(), poisoned);
+  const auto expected =
+      ref::conv2d(as_seen(x_host, fp16_activations), w.values, &b.values, s, residual ? &r_host : nullptr);
+  test::expect_close(ctx, y, expected, fp16_activations ? 1e-4 : kRtol,
+                     std::string("conv ") + name + " " + test::storage_name(storage));
+}
+
+ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
+  ref::ConvShape s;
+  s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride, s.upsample2x = upsample;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  return s;
+}
+
+// fp16_products: a model with fp16 weights, whose attention runs on the tensor-core kernels (attention_tc.cl, or
+// blocked products on gemm_tc.cl for wide heads) when the path is pinned to their stand-in. q, k and v are rounded to
+// fp16 for the reference as for the kernel; the probabilities' own rounding to fp16 moves the output by at most 2^-11
+// of max|v| (test_attention_tc.cpp): bound 1e-3 of max|v|.
+void check_attention(const char* name, int Tq, int Tk, int heads, int D, bool causal, std::uint32_t seed,
+                     bool fp16_products = false) {
+  auto& ctx = test::kernel_context();
+  const int width = heads * D;
+  const auto q_host = test::random_floats(static_cast<std::size_t>(Tq) * width, seed, -2.0f, 2.0f);
+  const auto k_host = test::random_floats(static_cast<std::size_t>(Tk) * width, seed + 1);
+  const auto v_host = test::random_floats(static_cast<std::size_t>(Tk) * width, seed + 2);
+  const nn::Tensor q = nn::upload(ctx, q_host, {Tq, width});
+  const nn::Tensor k = nn::upload(ctx, k_host, {Tk, width});
+  const nn::Tensor v = nn::upload(ctx, v_host, {Tk, width});
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(Tq) * width * 4);
+  const nn::Tensor out = nn::attention(ctx, q, k, v, heads, causal, fp16_products ? DType::F16 : DType::F32);
+  EXPECT_EQ(out.buffer.get(), poisoned);
+  if (!fp16_products) {
+    test::expect_close(ctx, out, ref::attention(q_host, k_host, v_host, Tq, Tk, heads, D, causal), kRtol,
+                       std::string("attention ") + name);
+    return;
+  }
+  const auto vh = ref::round_to_half(v_host);
+  double v_max = 0;
+  for (float x : vh) v_max = std::max(v_max, static_cast<double>(std::abs(x)));
+  test::expect_close(ctx, out,
+                     ref::attention(ref::round_to_half(q_host), ref::round_to_half(k_host), vh, Tq, Tk, heads, D, causal),
+                     0.0, std::string("fp16 attention ") + name, 1e-3 * v_max);
+}
+
+}  // namespace
+
+TEST(SmallShapes, GemmLinearInBothStoragesWithEveryEpilogue) {
+  const GemmPath path(TensorCores::Off);
+  check_linear("odd", 13, 27, 9, DType::F32, Act::GELU, true, 10);
+  check_linear("tile-edge", 65, 17, 66, DType::F16, Act::SiLU, false, 11);
+  check_linear("relu", 3, 5, 70, DType::F32, Act::ReLU, true, 12);
+}
+
+TEST(SmallShapes, GemmConvolutionsOneByOneThreeByThreeStridedAndUpsampled) {
+  const GemmPath path(TensorCores::Off);
+  check_conv("1x1", conv(7, 5, 6, 9, 1, 1, 0), DType::F32, true, 20);
+  check_conv("3x3", conv(5, 7, 6, 11, 3, 1, 1), DType::F16, false, 21);
+  check_conv("3x3-stride2", conv(4, 9, 7, 6, 3, 2, 1), DType::F32, false, 22);
+  check_conv("3x3-upsample", conv(3, 4, 5, 7, 3, 1, 1, true), DType::F16, true, 23);
+  ref::ConvShape downsample = conv(4, 8, 6, 5, 3, 2, 0);  // the VAE encoder's pad right and bottom only
+  downsample.pad_bottom = downsample.pad_right = 1;
+  check_conv("3x3-asymmetric-pad", downsample, DType::F32, false, 24);
+}
+
+TEST(SmallShapes, GemmSplitAlongK) {
+  const GemmPath path(TensorCores::Off);
+  const Splits splits(3);
+  check_linear("split", 9, 200, 13, DType::F32, Act::None, true, 30);
+  check_conv("split", conv(24, 4, 5, 7, 3, 1, 1), DType::F16, true, 31);
+}
+
+TEST(SmallShapes, TensorCoreTilesThroughTheirPlainLoopStandIn) {
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  check_linear("tc-odd", 13, 27, 9, DType::F16, Act::GELU, true, 40, true);
+  check_conv("tc-3x3", conv(5, 6, 5, 9, 3, 1, 1), DType::F16, true, 41, true);
+  const Splits splits(2);
+  check_linear("tc-split", 9, 96, 17, DType::F16, Act::None, false, 42, true);
+}
+
+TEST(SmallShapes, AttentionCausalCrossAndWideHead) {
+  check_attention("causal", 9, 9, 2, 64, true, 50);
+  check_attention("cross", 7, 11, 1, 64, false, 51);
+  check_attention("wide-head", 5, 6, 1, 512, false, 52);
+}
+
+TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
+  // attention_tc.cl with one warp per work-group (16 queries), so a handful of work-groups cover the causal mask and
+  // a partial last key block; the wide head takes the blocked products on gemm_tc.cl.
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  const test::TuningScope tile(test::kernel_context(), [](cl::TuningOverrides& o) { o.attention_tc = cl::AttentionTcConfig{1, 16}; });
+  check_attention("tc-causal", 19, 19, 2, 64, true, 55, true);
+  check_attention("tc-cross-unaligned", 9, 21, 1, 18, false, 56, true);
+  check_attention("tc-wide-head", 5, 6, 1, 512, false, 57, true);
+}
+
+TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
+  auto& ctx = test::kernel_context();
+  for (const bool silu : {false, true}) {
+    const int C = 8, H = 5, W = 3, groups = 4;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60);
+    const auto gamma = test::make_weight(ctx, test::random_floats(C, 61, 0.5f, 1.5f), {C}, DType::F16);
+    const auto beta = test::make_weight(ctx, test::random_floats(C, 62), {C}, DType::F32);
+    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+    const nn::Tensor y = nn::group_norm(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f, silu);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    test::expect_close(ctx, y, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, silu), kRtol,
+                       silu ? "group_norm silu" : "group_norm");
+  }
+  const int T = 5, C = 24;
+  const auto x_host = test::random_floats(static_cast<std::size_t>(T) * C, 63, -2.0f, 2.0f);
+  const auto gamma = test::make_weight(ctx, test::random_floats(C, 64, 0.5f, 1.5f), {C}, DType::F32);
+  const auto beta = test::make_weight(ctx, test::random_floats(C, 65), {C}, DType::F16);
+  const nn::Tensor x = nn::upload(ctx, x_host, {T, C});
+  const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+  const nn::Tensor y = nn::layer_norm(ctx, x, gamma.tensor, beta.tensor, 1e-5f);
+  EXPECT_EQ(y.buffer.get(), poisoned);
+  test::expect_close(ctx, y, ref::layer_norm(x_host, gamma.values, beta.values, T, C, 1e-5), kRtol, "layer_norm");
+}
+
+TEST(SmallShapes, ElementwiseAndLayoutOps) {
+  auto& ctx = test::kernel_context();
+  const int C = 3, H = 5, W = 7, n = C * H * W;
+  const auto a_host = test::random_floats(n, 70, -3.0f, 3.0f), b_host = test::random_floats(n, 71, -3.0f, 3.0f);
+  const nn::Tensor a = nn::upload(ctx, a_host, {C, H, W}), b = nn::upload(ctx, b_host, {C, H, W});
+  auto expect = [&](const nn::Tensor& got, auto&& formula, const char* label) {
+    std::vector<float> expected(got.numel());
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<float>(formula(i));
+    test::expect_close(ctx, got, expected, 1e-6, label);
+  };
+  for (Act act : {Act::SiLU, Act::GELU, Act::ReLU})
+    expect(nn::activation(ctx, a, act), [&](std::size_t i) { return ref::act(a_host[i], test::to_ref(act)); },
+           "activation");
+  expect(nn::add(ctx, a, b), [&](std::size_t i) { return a_host[i] + b_host[i]; }, "add");
+  expect(nn::axpby(ctx, 0.5f, a, -2.0f, b), [&](std::size_t i) { return 0.5f * a_host[i] + -2.0f * b_host[i]; },
+         "axpby");
+  expect(nn::scale(ctx, a, 0.25f), [&](std::size_t i) { return a_host[i] * 0.25f; }, "scale");
+  expect(nn::tanh_clamp(ctx, a, 3.0f), [&](std::size_t i) { return std::tanh(a_host[i] / 3.0) * 3.0; }, "tanh_clamp");
+  const auto bias_host = test::random_floats(C, 72);
+  expect(nn::add_channel_bias(ctx, a, nn::upload(ctx, bias_host, {C})),
+         [&](std::size_t i) { return a_host[i] + bias_host[i / (H * W)]; }, "add_channel_bias");
+  // GEGLU over [T, 2F] with F odd.
+  const int T = 5, F = 7;
+  const auto x_host = test::random_floats(static_cast<std::size_t>(T) * 2 * F, 73, -3.0f, 3.0f);
+  expect(nn::geglu(ctx, nn::upload(ctx, x_host, {T, 2 * F})),
+         [&](std::size_t i) {
+           const std::size_t t = i / F, f = i % F;
+           return x_host[t * 2 * F + f] * ref::act(x_host[t * 2 * F + F + f], ref::Act::GELU);
+         },
+         "geglu");
+  // Layout: bit for bit.
+  const auto up = nn::download(ctx, nn::upsample_nearest2x(ctx, a));
+  for (int c = 0; c < C; ++c)
+    for (int y = 0; y < 2 * H; ++y)
+      for (int x = 0; x < 2 * W; ++x)
+        ASSERT_EQ(up[(c * 2 * H + y) * 2 * W + x], a_host[(c * H + y / 2) * W + x / 2]);
+  const auto cat = nn::download(ctx, nn::concat_channels(ctx, a, b));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(cat[i], a_host[i]);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(cat[n + i], b_host[i]);
+  const auto tr = nn::download(ctx, nn::transpose(ctx, nn::upload(ctx, a_host, {C * H, W})));
+  for (int r = 0; r < C * H; ++r)
+    for (int c = 0; c < W; ++c) ASSERT_EQ(tr[c * C * H + r], a_host[r * W + c]);
+}
+
+TEST(SmallShapes, EmbeddingsImageConversionAndNonFiniteCounts) {
+  auto& ctx = test::kernel_context();
+  const int V = 11, C = 6, P = 8;
+  const std::vector<int> ids = {0, 10, 3, 3, 7};
+  const auto table = test::make_weight(ctx, test::random_floats(V * C, 80), {V, C}, DType::F16);
+  const auto pos = test::make_weight(ctx, test::random_floats(P * C, 81), {P, C}, DType::F32);
+  const auto embedded = nn::download(ctx, nn::embed_tokens(ctx, ids, table.tensor, pos.tensor));
+  for (std::size_t t = 0; t < ids.size(); ++t)
+    for (int c = 0; c < C; ++c)
+      ASSERT_EQ(embedded[t * C + c], table.values[static_cast<std::size_t>(ids[t]) * C + c] + pos.values[t * C + c]);
+  EXPECT_EQ(nn::download(ctx, nn::timestep_embedding(ctx, 999.0f, 9, true, 0.0f)),
+            ref::timestep_embedding(999.0f, 9, true, 0.0f));
+
+  const int H = 3, W = 5;
+  auto x_host = test::random_floats(3 * H * W, 82, -1.3f, 1.3f);
+  x_host[4] = std::numeric_limits<float>::quiet_NaN();
+  const cl::Buffer rgb = nn::to_rgb8(ctx, nn::upload(ctx, x_host, {3, H, W}), 0.5f, 0.5f);
+  std::vector<std::uint8_t> got(3 * H * W);
+  ctx.read(rgb, got.data(), got.size());
+  EXPECT_EQ(got, ref::to_rgb8(x_host, H, W, 0.5f, 0.5f));
+
+  x_host[9] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(nn::count_non_finite(ctx, nn::upload(ctx, x_host, {3 * H * W})), 2);
+}
