@@ -1,4 +1,5 @@
-// sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image.
+// sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image, or a
+// batch of them from consecutive seeds.
 // Everything the user can get wrong is checked before the engine touches a device: the request itself
 // (sdt::check_request), the output paths (the folder exists and takes a file), the init image (readable PNG;
 // its size becomes the request's unless --width/--height are given), and whether TAESD is present.
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "options.hpp"
 #include "sdt/engine.hpp"
@@ -132,13 +134,96 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
   write_file_atomically(path, text.data(), text.size());
 }
 
+// `<stem>_<n><ext>` beside `path`.
+fs::path numbered(const fs::path& path, int n) {
+  fs::path name = path.stem();
+  name += "_" + std::to_string(n);
+  name += path.extension();
+  return path.parent_path() / name;
+}
+
+// Where each image of the run goes. The names the user gave (-o, --output-tiny) are replaced as asked; the defaults
+// (output.png, output_<n>.png) and the TAESD images beside them never replace a file: a taken default name moves on
+// to the next free number. stable-diffusion.cpp writes output.png, output_2.png, … and replaces them silently.
+struct OutputPlan {
+  std::vector<fs::path> images;  // one per image of the batch
+  std::vector<fs::path> tiny;    // --decoder both: the TAESD image of each
+};
+
+bool taken(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) || ec;
+}
+
+OutputPlan plan_outputs(const Options& o, bool both) {
+  OutputPlan plan;
+  const int count = o.batch_count;
+  if (!o.output_tiny.empty() && count > 1)
+    reject("--output-tiny names one file and --batch-count asks for " + std::to_string(count) + " images",
+           "leave --output-tiny out: each TAESD image goes beside its image as <name>_taesd.png");
+  if (!o.output.empty()) {
+    const fs::path output = path_from_utf8(o.output);
+    check_writable(output, "--output");
+    for (int n = 1; n <= count; ++n) {
+      const fs::path image = count == 1 ? output : numbered(output, n);
+      // Numbered names are derived, not given: an existing one is the user's, and is kept.
+      if (count > 1 && taken(image))
+        reject("--output " + o.output + " with --batch-count " + std::to_string(count) + " would replace " +
+                   path_to_utf8(image),
+               "move that file away, or choose another --output name");
+      plan.images.push_back(image);
+    }
+  } else {
+    check_writable(fs::path("output.png"), "the default output");
+    auto free_pair = [&](const fs::path& image) { return !taken(image) && (!both || !taken(tiny_path_for(image))); };
+    if (count == 1 && free_pair("output.png")) {
+      plan.images.push_back("output.png");
+    } else {
+      for (int n = 1; static_cast<int>(plan.images.size()) < count; ++n)
+        if (const fs::path image = numbered("output.png", n); free_pair(image)) plan.images.push_back(image);
+    }
+  }
+  if (both) {
+    for (const fs::path& image : plan.images) {
+      const fs::path tiny = o.output_tiny.empty() ? tiny_path_for(image) : path_from_utf8(o.output_tiny);
+      if (!o.output_tiny.empty()) check_writable(tiny, "--output-tiny");
+      // A batch's TAESD names are derived from -o: like its numbered names, they never replace a file.
+      if (!o.output.empty() && count > 1 && taken(tiny))
+        reject("--output " + o.output + " with --batch-count " + std::to_string(count) + " would replace " +
+                   path_to_utf8(tiny),
+               "move that file away, or choose another --output name");
+      if (fs::absolute(tiny) == fs::absolute(image)) reject("--output and --output-tiny name the same file");
+      plan.tiny.push_back(tiny);
+    }
+  } else if (!o.output_tiny.empty()) {
+    reject("--output-tiny is only used with --decoder both");
+  }
+  return plan;
+}
+
+// A default name taken between planning and saving (another run in the same folder) moves on, never replaces.
+fs::path still_free(const fs::path& planned, bool given) {
+  if (given || !taken(planned)) return planned;
+  for (int n = 1;; ++n)
+    if (const fs::path next = numbered(planned, n); !taken(next)) return next;
+}
+
 }  // namespace
 
 int run_generate(const Options& o) {
   // ---- the request, checked before anything is opened ----
   Request request;
   request.prompt = o.prompt;
-  request.seed = o.seed;
+  const std::optional<SeedChoice> seed = parse_seed(o.seed);
+  if (!seed) reject("--seed " + o.seed + " is not an integer", "give a number, or -1 for a random seed");
+  if (seed->random) {
+    // A1111's range: seeds that every tool takes, and that torch uses whole (it keeps the seed modulo 2^32).
+    std::random_device entropy;
+    request.seed = std::uniform_int_distribution<std::uint64_t>(0, 4294967294ull)(entropy);
+    std::printf("seed %llu (random)\n", static_cast<unsigned long long>(request.seed));
+  } else {
+    request.seed = seed->value;
+  }
   request.width = o.width;
   request.height = o.height;
   request.steps = o.steps;
@@ -159,16 +244,7 @@ int run_generate(const Options& o) {
   }
   check_request(request);
 
-  const fs::path output = path_from_utf8(o.output);
-  check_writable(output, "--output");
-  fs::path output_tiny;
-  if (request.decoder == Decoder::Both) {
-    output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : path_from_utf8(o.output_tiny);
-    check_writable(output_tiny, "--output-tiny");
-    if (fs::absolute(output_tiny) == fs::absolute(output)) reject("--output and --output-tiny name the same file");
-  } else if (!o.output_tiny.empty()) {
-    reject("--output-tiny is only used with --decoder both");
-  }
+  const OutputPlan plan = plan_outputs(o, request.decoder == Decoder::Both);
   if (!o.timings.empty()) check_writable(path_from_utf8(o.timings), "--timings");
 
   // ---- the engine ----
@@ -197,26 +273,32 @@ int run_generate(const Options& o) {
       else
         std::fprintf(stderr, "  %s\n", stage_name(p.stage));
     };
-  const Result result = engine.generate(request, progress, &g_cancel);
-  for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  if (g_cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
-
-  // ---- outputs ----
   // The file's "Model hash" is computed in the background the first time a checkpoint is seen (then cached): wait
   // for it, so that the same command always writes the same file.
   engine.model_file_hash(/*wait=*/true);
-  write_png(output, result.image, engine.png_metadata(request, result));
-  std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
-              result.image.height, static_cast<unsigned long long>(result.seed),
-              request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
-  if (request.decoder == Decoder::Both) {
-    write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
-    std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", path_to_utf8(output_tiny).c_str(),
-                result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
+  const std::uint64_t first_seed = request.seed;
+  for (int i = 0; i < o.batch_count; ++i) {
+    request.seed = first_seed + static_cast<std::uint64_t>(i);  // sd.cpp's batch: seeds s, s+1, …
+    const Result result = engine.generate(request, progress, &g_cancel);
+    for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    if (g_cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
+
+    const fs::path output = still_free(plan.images[i], !o.output.empty());
+    write_png(output, result.image, engine.png_metadata(request, result));
+    std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
+                result.image.height, static_cast<unsigned long long>(result.seed),
+                request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
+    if (request.decoder == Decoder::Both) {
+      const fs::path output_tiny = still_free(plan.tiny[i], !o.output.empty() || !o.output_tiny.empty());
+      write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
+      std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", path_to_utf8(output_tiny).c_str(),
+                  result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
+    }
+    std::fflush(stdout);
+    print_timings(engine, result);
+    if (!o.timings.empty() && i + 1 == o.batch_count)
+      write_text_atomically(path_from_utf8(o.timings), timings_json(engine, request, result).dump(2) + "\n");
   }
-  print_timings(engine, result);
-  if (!o.timings.empty())
-    write_text_atomically(path_from_utf8(o.timings), timings_json(engine, request, result).dump(2) + "\n");
   std::signal(SIGINT, SIG_DFL);
   return 0;
 }

@@ -1,4 +1,5 @@
 // The CLI's names for the settings the engine's hints name (see options.hpp).
+#include <charconv>
 #include <string>
 
 #include "options.hpp"
@@ -31,6 +32,21 @@ const char* flag_for(Setting setting) {
       return "--strength";
   }
   return "";
+}
+
+std::optional<SeedChoice> parse_seed(const std::string& text) {
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (!text.empty() && text[0] == '-') {
+    std::int64_t negative = 0;
+    const auto [end, ec] = std::from_chars(first, last, negative);
+    if (ec != std::errc() || end != last || negative >= 0) return std::nullopt;
+    return SeedChoice{true, 0};
+  }
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || end != last) return std::nullopt;
+  return SeedChoice{false, value};
 }
 
 std::string hint_line(const Error& e) {

@@ -24,8 +24,8 @@ struct Options {
   double watchdog = -1;  // seconds; negative: the engine's default for the device
   // request
   std::string prompt;
-  std::uint64_t seed = 0;
-  bool seed_given = false;
+  std::string seed = "0";  // text: a negative number (sd.cpp's −1) asks for a random seed, and uint64 fits
+  int batch_count = 1;     // images from seeds seed, seed+1, …
   int width = 512;
   int height = 512;
   bool size_given = false;
@@ -36,7 +36,7 @@ struct Options {
   std::string init_image;
   double strength = 0.5;  // double: diffusers computes int(steps · strength) in double precision
   // outputs
-  std::string output;
+  std::string output;  // empty: output.png, or output_<n>.png for a batch, never replacing an existing file
   std::string output_tiny;
   std::string timings;
   bool verbose = false;
@@ -45,6 +45,13 @@ struct Options {
 // The flag that changes each setting the engine's hints name (they name no front end's controls), and a hint line
 // with them: "hint: give a TAESD decoder …, or use the full VAE decoder (--taesd PATH, --decoder)".
 const char* flag_for(Setting setting);
+
+// -s/--seed: a decimal integer; a negative one (sd.cpp's −1) asks for a random seed.
+struct SeedChoice {
+  bool random = false;
+  std::uint64_t value = 0;
+};
+std::optional<SeedChoice> parse_seed(const std::string& text);
 std::string hint_line(const Error& error);
 
 int run_list_devices(const Options& options);
