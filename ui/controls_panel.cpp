@@ -118,6 +118,15 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   layout->addWidget(progress_);
   layout->addWidget(stage_);
   layout->addWidget(build_image_group());
+  init_image_ = new InitImagePanel;
+  connect(init_image_, &InitImagePanel::use_size_requested, this, [this](QSize size) {
+    updating_ = true;
+    width_->setValue(size.width());
+    height_->setValue(size.height());
+    updating_ = false;
+    size_changed_by_spin();
+  });
+  layout->addWidget(init_image_);
   layout->addWidget(build_seed_group());
   layout->addWidget(build_decoder_group());
   layout->addWidget(build_model_group());
@@ -328,6 +337,7 @@ void ControlsPanel::size_changed_by_spin() {
     if (size_preset_->itemData(i).toSize() == size) match = i;
   size_preset_->setCurrentIndex(match);
   settings_->set_image_size(size);
+  if (init_image_) init_image_->set_target_size(size);
 }
 
 void ControlsPanel::update_decoder_controls() {
@@ -373,6 +383,12 @@ sdt::Request ControlsPanel::make_request() {
     r.seed = QRandomGenerator::global()->generate();
   } else {
     r.seed = seed_->text().toULongLong();
+  }
+  if (init_image_->has_image()) {
+    // Fitted to the chosen size by the chosen resize mode, as the panel's preview shows it.
+    init_image_->set_target_size({r.width, r.height});
+    r.init_image = init_image_->start_image();
+    r.strength = init_image_->strength();
   }
   return r;
 }
@@ -458,6 +474,8 @@ void ControlsPanel::apply(const ImageParameters& p) {
     updating_ = false;
     size_changed_by_spin();
   }
+  if (p.denoising_strength && *p.denoising_strength > 0 && *p.denoising_strength <= 1)
+    init_image_->set_strength(*p.denoising_strength);
   if (p.decoder == QLatin1String("both")) {
     compare_->setChecked(true);
   } else if (!p.decoder.isEmpty()) {

@@ -109,6 +109,9 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   connect(gallery_, &GalleryPanel::message, this,
           [this](MessageBar::Level level, const QString& text) { error_bar_->show_message(level, text); });
 
+  connect(controls_->init_image_panel(), &InitImagePanel::message, this,
+          [this](const QString& text) { error_bar_->show_message(MessageBar::Level::Warning, text.toHtmlEscaped()); });
+
   connect_engine();
 
   // Files dropped on the window restore their settings (main_window_drop.cpp); the prompt box passes them on.

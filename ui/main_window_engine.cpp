@@ -187,6 +187,7 @@ void MainWindow::on_image(const GeneratedImage& image) {
                      .arg(r.height)
                      .arg(r.steps == 1 ? tr("1 step") : tr("%1 steps").arg(r.steps));
   info += QStringLiteral(" · ") + decoder_text(r.decoder);
+  if (r.init_image) info += tr(" · from the start image, strength %1").arg(r.strength);
   info += QStringLiteral(" · ") + format_ms(image.timings.total_ms);
   if (image.cold) info += tr(" (first run after opening)");
   if (!saved_paths_.isEmpty())
