@@ -5,7 +5,8 @@
 //    int argument; tests/kernels/test_prelude.cpp checks the two agree;
 //  - the bias loader of the GEMM epilogues (BIAS_HALF: an fp16-stored bias read with vload_half, which needs no
 //    cl_khr_fp16);
-//  - SDT_PTX, set by the host only for NVIDIA devices whose compiler takes inline PTX, and what goes with it.
+//  - SDT_PTX, set by the host only for NVIDIA devices whose compiler takes inline PTX, and what goes with it
+//    (ldmatrix with LDSM_MODE, for gemm_tc.cl and its probe, tc_probe.cl).
 
 // ---- activations (sdt::nn::Act)
 #define ACT_NONE 0
@@ -53,6 +54,29 @@ inline float apply_act(float v, int act) {
                "{%0,%1,%2,%3};"                                                                             \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#endif
+
+#if SDT_PTX && defined(LDSM_MODE) && LDSM_MODE
+// Four 8x8 matrices of fp16 from local memory in one instruction (ldmatrix, compute capability 7.5 or later): lane
+// i gives the 16-byte aligned address of row i % 8 of matrix i / 8, and r[j] receives the lane's pair of matrix j
+// in the mma fragment layout (row lane / 4, halves 2 (lane % 4), + 1). Whether the driver's local addresses are
+// shared-window offsets (LDSM_MODE 1) or need cvta.to.shared (2) is found at run time by kernels/tc_probe.cl.
+#if LDSM_MODE == 1
+#define LDSM_X4(r, p)                                                           \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" \
+               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])        \
+               : "r"((uint)(size_t)(p)))
+#else
+inline ulong shared_address(__local const uint* p) {
+  ulong s;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"((ulong)(size_t)p));
+  return s;
+}
+#define LDSM_X4(r, p)                                                           \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" \
+               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])        \
+               : "l"(shared_address(p)))
+#endif
 #endif
 
 // Two floats rounded to fp16 (to nearest even) in one 32-bit word: lo in bits 0-15, hi in bits 16-31.

@@ -3,9 +3,9 @@
 //
 //   C(m, n) = act( sum_k half(A(m, k)) * B(n, k) + bias[n] ) + residual(m, n)
 //
-// A_MODE, the arguments, the split-K workspace and the epilogue are gemm.cl's (see there); B is always fp16
-// (read as raw 16-bit patterns, so no cl_khr_fp16 is needed) and A is rounded to fp16 (to nearest even) as it
-// enters local memory. Products of two fp16 values are exact in fp32, so the result differs from a reference
+// A_MODE, the arguments, the split-K workspace and the epilogue are gemm.cl's (see there); B is fp16 (read as
+// raw 16-bit patterns, so no cl_khr_fp16 is needed; or fp32 with B_FLOAT, rounded like A) and A is rounded to
+// fp16 (to nearest even) as it enters local memory. Products of two fp16 values are exact in fp32, so the result differs from a reference
 // computed from fp16-rounded inputs only in the fp32 additions (their order and, on the tensor cores, their
 // rounding, which is not to nearest: a few 1e-6 of the largest output over thousands of terms).
 //
@@ -51,6 +51,23 @@
 #ifndef A_ALIGN4  // 1 (mode 0): every activation row starts on 4 floats (a_off and lda multiples of 4)
 #define A_ALIGN4 0
 #endif
+#ifndef B_FLOAT  // 1: B is fp32 (an attention operand: K, or V transposed), rounded to fp16 as it is loaded
+#define B_FLOAT 0
+#endif
+#ifndef FUSED_SPLITK  // 1: with split K, the last slice of each tile to finish adds the slices up (no reduce launch)
+#define FUSED_SPLITK 0
+#endif
+#ifndef LDSM_MODE  // PTX only: fragments through ldmatrix; 1: local addresses as they are, 2: through cvta.to.shared
+#define LDSM_MODE 0
+#endif
+#if !SDT_PTX && LDSM_MODE
+#error "ldmatrix needs SDT_PTX"
+#endif
+#if B_FLOAT
+#define B_T float
+#else
+#define B_T ushort
+#endif
 
 #define TC_TK 32                               // k per step (halves)
 #define LDW 20                                 // words per local row: 16 (32 halves) + 4 of padding
@@ -71,6 +88,9 @@
 #if WTM % 16 != 0 || WTN % 8 != 0 || TC_TM % TC_WARPS_M != 0 || TC_TN % TC_WARPS_N != 0
 #error "each warp's tile must be a whole number of 16x8 mma tiles"
 #endif
+#if LDSM_MODE && WTN % 16 != 0
+#error "ldmatrix loads the B fragments of two 16x8 tiles at a time"
+#endif
 #if (TW * 4) % NTHREADS != 0
 #error "the weight tile must split into whole 8-half chunks per work-item"
 #endif
@@ -81,8 +101,19 @@
 #error "the pixel tile must give every work-item one pixel and a whole share of the 16 k pairs"
 #endif
 
-// The activation codes and apply_act, BIAS_T / LOAD_BIAS, pack_half2 (activations to fp16 pairs) and the mma.sync
-// macro MMA_16x8x16 come from the prelude, kernels/common.cl.
+// The activation codes and apply_act, BIAS_T / LOAD_BIAS, pack_half2 (activations to fp16 pairs), the mma.sync
+// macro MMA_16x8x16 and ldmatrix (LDSM_X4) come from the prelude, kernels/common.cl.
+
+// The epilogue of output (m, n) with sum v: + bias[n], activation, + residual, into C (mode 0: C[m, n] at c_off
+// with row stride ldc; convolutions: C[n, m] of the [N, M] output).
+inline void store_output(float v, int m, int n, int M, __global const BIAS_T* restrict bias, int act,
+                         __global const float* restrict residual, __global float* restrict C, int c_off, int ldc) {
+  const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
+  if (bias) v += LOAD_BIAS(bias, n);
+  v = apply_act(v, act);
+  if (residual) v += residual[idx];
+  C[idx] = v;
+}
 
 #if !SDT_PTX
 // MMA_16x8x16's sums from local memory: XA/XB rows ra, ra + 8 and cols cb, cb + 1, halves ks*16 .. ks*16 + 15.
@@ -104,13 +135,16 @@ inline void mma_emulated(float* d, __local const uint* XA, __local const uint* X
 // Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
 // the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
-    const int M, const int N, const int K, __global const float* restrict A, __global const ushort* restrict B,
+    const int M, const int N, const int K, __global const float* restrict A, __global const B_T* restrict B,
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
     const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
-    const int upsample, const int k_chunk, __global float* restrict partial) {
-  __local uint Ps[TP * LDW];  // activations [m][k pair]
-  __local uint Ws[TW * LDW];  // weights [n][k pair]
+    const int upsample, const int k_chunk, __global float* partial, __global volatile int* tile_counters) {
+  // uint4 arrays: the tiles are 16-byte aligned for vector stores and ldmatrix.
+  __local uint4 p_tile[TP * LDW / 4];
+  __local uint4 w_tile[TW * LDW / 4];
+  __local uint* Ps = (__local uint*)p_tile;  // activations [m][k pair]
+  __local uint* Ws = (__local uint*)w_tile;  // weights [n][k pair]
 #if A_MODE == 0
 #define XA Ps
 #define XB Ws
@@ -119,6 +153,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #define XB Ps
 #endif
 
+#if FUSED_SPLITK
+  __local int tile_is_last;
+#endif
   const int tid = get_local_id(0);
   const int m0 = get_group_id(0) * TP, n0 = get_group_id(1) * TW;
   const int split = get_group_id(2);
@@ -144,9 +181,21 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   const int oy = m_p / out_w, ox = m_p - (m_p / out_w) * out_w;
   const int iy0 = m_ok ? oy * stride - pad_top : -(1 << 28), ix0 = ox * stride - pad_left;
   const uint virt_h = in_h << upsample, virt_w = in_w << upsample;
-  // Per k of the current tile: (c * in_h * in_w, ky, kx), written by the first TC_TK work-items once per tile
-  // (k beyond k_stop: taps far outside the map). The im2col gather then costs one broadcast local read, two
-  // adds, two unsigned compares and the address per element instead of divisions by 9 and 3.
+  // Without upsampling, A(m, k) sits at (c, iy0 + ky, ix0 + kx), that is at koff(k) + pbase(m) with
+  // koff = (c * in_h + ky) * in_w + kx and pbase = iy0 * in_w + ix0, and it lies inside the map exactly when the
+  // pixel's bit ky * KS + kx of `taps` is set (computed once: which of its KS x KS taps fall inside).
+  int pbase = 0;
+  uint taps = 0;
+  if (!upsample && m_ok) {
+    pbase = iy0 * in_w + ix0;
+    for (int ky = 0; ky < CONV_KS; ++ky)
+      for (int kx = 0; kx < CONV_KS; ++kx)
+        if ((uint)(iy0 + ky) < (uint)in_h && (uint)(ix0 + kx) < (uint)in_w) taps |= 1u << (ky * CONV_KS + kx);
+  }
+  // Per k of the current tile, written by the first TC_TK work-items once per tile: (koff, -, -, tap bit), or
+  // with upsampling (c * in_h * in_w, ky, kx, -); k beyond k_stop gets bit 31 (never set) and taps far outside
+  // the map. The gather then costs one broadcast local read, a bit test and an add per element instead of
+  // divisions by 9 and 3.
   __local int4 Ktab[TC_TK];
 #endif
 #endif
@@ -175,7 +224,12 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int k = k_begin + s * TC_TK + tid;
         const int c = k / (CONV_KS * CONV_KS), r = k - c * (CONV_KS * CONV_KS);
         const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
-        Ktab[tid] = k < k_stop ? (int4)(c * in_h * in_w, ky, kx, 0) : (int4)(0, -(1 << 28), 0, 0);
+        if (k >= k_stop)
+          Ktab[tid] = (int4)(0, -(1 << 28), 0, 31);
+        else if (upsample)
+          Ktab[tid] = (int4)(c * in_h * in_w, ky, kx, 31);
+        else
+          Ktab[tid] = (int4)((c * in_h + ky) * in_w + kx, 0, 0, r);
       }
       if (s > 0) {
 #endif
@@ -208,7 +262,21 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
-        __global const ushort* src = B + b_off + n * ldb + k;
+        __global const B_T* src = B + b_off + n * ldb + k;
+#if B_FLOAT
+        float4 lo, hi;
+        if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
+          lo = *(__global const float4*)src;
+          hi = *(__global const float4*)(src + 4);
+        } else {
+          float f[8];
+          for (int e = 0; e < 8; ++e) f[e] = (n < N && k + e < k_stop) ? src[e] : 0.0f;
+          lo = (float4)(f[0], f[1], f[2], f[3]);
+          hi = (float4)(f[4], f[5], f[6], f[7]);
+        }
+        wreg[i] = (uint4)(pack_half2(lo.x, lo.y), pack_half2(lo.z, lo.w), pack_half2(hi.x, hi.y),
+                          pack_half2(hi.z, hi.w));
+#else
         if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
           wreg[i] = *(__global const uint4*)src;
         } else {
@@ -216,6 +284,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           for (int e = 0; e < 8; ++e) h[e] = (n < N && k + e < k_stop) ? (uint)src[e] : 0u;
           wreg[i] = (uint4)(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
         }
+#endif
       }
 #if A_MODE == 0
       UNROLL_FOR_PTX
@@ -243,6 +312,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
         for (int e = 0; e < 2; ++e) {
           const int4 tap = Ktab[k - k0 + e];
+          if (!upsample) {
+            if ((taps >> tap.w) & 1u) v[e] = A[tap.x + pbase];
+            continue;
+          }
           const int iy = iy0 + tap.y, ix = ix0 + tap.z;
           if ((uint)iy < virt_h && (uint)ix < virt_w) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
         }
@@ -257,7 +330,22 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int ks = 0; ks < 2; ++ks) {
 #if SDT_PTX
         uint af[MT][4], bf[NT8][2];
-        UNROLL_FOR_PTX
+#if LDSM_MODE
+        // A: lanes 0-15 give rows 0-15 at k 0-7, lanes 16-31 the same rows at k 8-15. B, two 8-col tiles at a
+        // time: lanes 0-7 / 8-15 give tile j's rows at k 0-7 / 8-15, lanes 16-31 the same for tile j + 1.
+#pragma unroll
+        for (int i = 0; i < MT; ++i) LDSM_X4(af[i], &XA[(wa0 + 16 * i + (lane & 15)) * LDW + ks * 8 + (lane >> 4) * 4]);
+#pragma unroll
+        for (int j = 0; j < NT8; j += 2) {
+          uint r[4];
+          LDSM_X4(r, &XB[(wb0 + 8 * j + (lane >> 4) * 8 + (lane & 7)) * LDW + ks * 8 + ((lane >> 3) & 1) * 4]);
+          bf[j][0] = r[0];
+          bf[j][1] = r[1];
+          bf[j + 1][0] = r[2];
+          bf[j + 1][1] = r[3];
+        }
+#else
+#pragma unroll
         for (int i = 0; i < MT; ++i) {
           const int base = (wa0 + 16 * i + g) * LDW + ks * 8 + t;
           af[i][0] = XA[base];
@@ -265,13 +353,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           af[i][2] = XA[base + 4];
           af[i][3] = XA[base + 8 * LDW + 4];
         }
-        UNROLL_FOR_PTX
+#pragma unroll
         for (int j = 0; j < NT8; ++j) {
           const int base = (wb0 + 8 * j + g) * LDW + ks * 8 + t;
           bf[j][0] = XB[base];
           bf[j][1] = XB[base + 4];
         }
-        UNROLL_FOR_PTX
+#endif
+#pragma unroll
         for (int i = 0; i < MT; ++i)
           UNROLL_FOR_PTX
           for (int j = 0; j < NT8; ++j) MMA_16x8x16(acc[i][j], af[i], bf[j]);
@@ -304,13 +393,49 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           partial[split * (M * N) + (A_MODE == 0 ? m * N + n : n * M + m)] = acc[i][j][e];
           continue;
         }
-        const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
-        float v = acc[i][j][e];
-        if (bias) v += LOAD_BIAS(bias, n);
-        v = apply_act(v, act);
-        if (residual) v += residual[idx];
-        C[idx] = v;
+        store_output(acc[i][j][e], m, n, M, bias, act, residual, C, c_off, ldc);
       }
     }
   }
+
+#if FUSED_SPLITK
+  // Split K without a reduce launch: each slice counts itself in on its tile's counter once its sums are
+  // visible device-wide; the last to arrive adds every slice in the order 0, 1, ... (the reduce kernel's
+  // order: the same bits whichever slice comes last) and finishes the tile. It resets the counter for the
+  // next launch on the in-order queue.
+  if (!partial) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#if SDT_PTX
+  asm volatile("membar.gl;");
+#endif
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  const int tile = get_group_id(0) + get_group_id(1) * get_num_groups(0);
+  const int splits = get_num_groups(2);
+  if (tid == 0) {
+    tile_is_last = atomic_inc(&tile_counters[tile]) == splits - 1;
+    if (tile_is_last) tile_counters[tile] = 0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!tile_is_last) return;
+#if SDT_PTX
+  asm volatile("membar.gl;");
+#endif
+  // Consecutive work-items take consecutive cols (contiguous in memory); volatile reads come from L2, where the
+  // other slices' sums are, never from a stale cache line.
+  __global volatile const float* sums = partial;
+  const int rows0 = A_MODE == 0 ? m0 : n0, cols0 = A_MODE == 0 ? n0 : m0;
+  for (int e = tid; e < TC_TM * TC_TN; e += NTHREADS) {
+    const int r = rows0 + e / TC_TN, c = cols0 + e % TC_TN;
+#if A_MODE == 0
+    const int m = r, n = c;
+#else
+    const int n = r, m = c;
+#endif
+    if (m >= M || n >= N) continue;
+    const int p = A_MODE == 0 ? m * N + n : n * M + m;
+    float v = 0.0f;
+    for (int z = 0; z < splits; ++z) v += sums[z * (M * N) + p];
+    store_output(v, m, n, M, bias, act, residual, C, c_off, ldc);
+  }
+#endif
 }

@@ -4,7 +4,9 @@
 # device (the NVIDIA GPU, and PoCL for reference), leaving JSON and logs in OUTDIR and a short table last.
 #   scripts/bench-device.sh OUTDIR [BUNDLE_DIR]
 # SDT_KERNEL_BENCH=0 skips the per-kernel throughput table, SDT_BENCH_POCL=0 the PoCL reference run;
-# SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16").
+# SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16"); SDT_TORCH_PEER=0 skips the
+# PyTorch peer (scripts/torch_peer.py on the same GPU, with the diffusers source the bundle carries);
+# SDT_DEVICE_TESTS=0 skips the correctness checks; SDT_TEST_FILTER narrows them (a gtest filter).
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -23,8 +25,9 @@ gpu=${gpu:-0}
 
 # Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
 for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
-  [ -x "$bundle/bin/$t" ] || continue
-  SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
+  [ -x "$bundle/bin/$t" ] && [ "${SDT_DEVICE_TESTS:-1}" != 0 ] || continue
+  SDT_TEST_DEVICE=$gpu timeout "${SDT_TEST_TIMEOUT:-150}" "$bundle/bin/$t" --gtest_brief=1 \
+    --gtest_filter="${SDT_TEST_FILTER:-*}" >"$out/$t.log" 2>&1
   echo "$t on device $gpu: exit $? ($(grep -cE '^\[  FAILED' "$out/$t.log") failed)"
 done
 # Kernel throughput at SD-Turbo's shapes (fp16 weights take the tensor-core kernel where the GPU has one).
@@ -49,6 +52,22 @@ if [ -x "$bench" ]; then
       --runs 3 --cache-dir "$cache" --json "$out/bench-pocl-tiny.json" >"$out/bench-pocl-tiny.txt" 2>&1
     echo "bench pocl (tiny, reference): exit $?"
   fi
-  echo
-  for f in "$out"/bench-h200-*.txt; do echo "== $(basename "$f")"; tail -n 25 "$f"; done
 fi
+
+# The PyTorch peer in the same call: SD-Turbo's architecture in diffusers' modules, per-stage CUDA-event medians.
+peer_json=""
+if [ "${SDT_TORCH_PEER:-1}" != 0 ] && [ -f "$bundle/torch_peer.py" ] && python3 -c 'import torch' 2>/dev/null; then
+  src=""
+  if [ -f "$bundle/diffusers-src.tar.gz" ]; then
+    src=$(mktemp -d) && tar -xzf "$bundle/diffusers-src.tar.gz" -C "$src" && src="$src/src"
+  fi
+  PYTHONUNBUFFERED=1 timeout "${SDT_PEER_TIMEOUT:-200}" python3 "$bundle/torch_peer.py" ${src:+--diffusers-src "$src"} \
+    --json "$out/torch-peer.json" >"$out/torch-peer.txt" 2>&1
+  echo "torch peer: exit $?"
+  peer_json="$out/torch-peer.json"
+fi
+
+echo
+for f in "$out"/bench-h200-*.txt; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 25 "$f"; }; done
+[ -n "$peer_json" ] && tail -n 9 "$out/torch-peer.txt"
+true

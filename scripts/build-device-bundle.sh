@@ -4,6 +4,9 @@
 # be carried to a machine that has only a compiler, CMake and an OpenCL loader. scripts/bench-device.sh runs from
 # that folder.
 #   scripts/build-device-bundle.sh [BUNDLE_DIR]     (default: .carry/device, ignored by git)
+# With SDT_DIFFUSERS_SRC pointing at a diffusers checkout (the folder holding src/diffusers), its package travels
+# too (compressed, about 5 MB) for the PyTorch peer (scripts/torch_peer.py), whose device has torch but not
+# diffusers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=${1:-.carry/device}
@@ -34,5 +37,8 @@ done | sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 src="$fixtures/sd-turbo-tiny"
 cp -r "$src/model" "$src/taesd" "$src/refs.json" "$src/refs.safetensors" "$bundle/fixtures/sd-turbo-tiny/"
 cp "$src"/*.png "$bundle/fixtures/sd-turbo-tiny/"
-cp scripts/bench-device.sh "$bundle/"
+cp scripts/bench-device.sh scripts/torch_peer.py "$bundle/"
+if [ -n "${SDT_DIFFUSERS_SRC:-}" ]; then
+  tar -czf "$bundle/diffusers-src.tar.gz" -C "$SDT_DIFFUSERS_SRC" src/diffusers
+fi
 du -sh "$bundle"

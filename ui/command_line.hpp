@@ -1,11 +1,13 @@
 // CommandLine: the options of the sdturbo executable, parsed by QCommandLineParser, in sdt_ui so that tests parse
 // them exactly as the app does.
 //
-//   sdturbo [--model PATH] [--taesd PATH] [--gallery DIR] [--device SEL] [--cache-dir DIR]
+//   sdturbo [--model PATH] [--taesd PATH] [--gallery DIR] [--device SEL] [--cache-dir DIR] [--models-dir DIR]
 //           [--prompt TEXT] [--generate] [--settings FILE]
+//   sdturbo --download-model [--models-dir DIR] [--download-catalog FILE] [--settings FILE]
 //
-// --model, --taesd, --gallery, --device and --cache-dir override the remembered settings for this run only (so the
-// app can be started in a known state); they are never written to the settings file.
+// --model, --taesd, --gallery, --device, --cache-dir and --models-dir override the remembered settings for this run
+// only (so the app can be started in a known state); they are never written to the settings file.
+// --download-model downloads SD-Turbo without a window (download_command.hpp) and remembers it as the model.
 #pragma once
 
 #include <QCommandLineOption>
@@ -35,6 +37,9 @@ class CommandLine {
   bool has_prompt() const { return parser_.isSet(prompt_); }
   QString prompt() const { return parser_.value(prompt_); }
   bool generate() const { return parser_.isSet(generate_); }
+  bool download_model() const { return parser_.isSet(download_model_); }
+  bool has_download_catalog() const { return parser_.isSet(download_catalog_); }
+  QString download_catalog() const { return parser_.value(download_catalog_); }
 
  private:
   QCommandLineParser parser_;
@@ -43,9 +48,12 @@ class CommandLine {
   QCommandLineOption gallery_;
   QCommandLineOption device_;
   QCommandLineOption cache_dir_;
+  QCommandLineOption models_dir_;
   QCommandLineOption prompt_;
   QCommandLineOption generate_;
   QCommandLineOption settings_file_;
+  QCommandLineOption download_model_;
+  QCommandLineOption download_catalog_;
 };
 
 }  // namespace sdt::ui

@@ -99,6 +99,7 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
   connect(escape, &QShortcut::activated, this, &MainWindow::cancel);
 
+  adopt_existing_model();  // before listening to the settings: the model opens once, below
   connect(settings_, &Settings::changed, this, &MainWindow::on_settings_changed);
   reload_timer_.setSingleShot(true);
   reload_timer_.setInterval(0);
@@ -211,8 +212,11 @@ void MainWindow::build_menus() {
   kernel_cache_now_->setEnabled(false);
   update_kernel_cache_menu();
   model_menu_->addAction(tr("&Reload"), this, &MainWindow::reload_engine);
-  model_menu_->addAction(tr("&Get SD-Turbo (Hugging Face)…"), this,
-                         [] { QDesktopServices::openUrl(QUrl(QString::fromLatin1(kSdTurboUrl))); });
+  model_menu_->addSeparator();
+  model_menu_->addAction(tr("&Download SD-Turbo…"), this, &MainWindow::download_sd_turbo)
+      ->setObjectName(QStringLiteral("download_sd_turbo"));
+  model_menu_->addAction(tr("Download T&AESD…"), this, &MainWindow::download_taesd)
+      ->setObjectName(QStringLiteral("download_taesd"));
   model_menu_->setToolTipsVisible(true);
   rebuild_recent_menu();
 

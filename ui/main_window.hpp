@@ -16,6 +16,7 @@
 #include <QDockWidget>
 #include <QLabel>
 #include <QMainWindow>
+#include <QPointer>
 #include <QStackedWidget>
 #include <QStringList>
 #include <QTimer>
@@ -24,6 +25,7 @@
 
 #include "ui/compare_view.hpp"
 #include "ui/controls_panel.hpp"
+#include "ui/download_dialog.hpp"
 #include "ui/engine_worker.hpp"
 #include "ui/gallery_files.hpp"
 #include "ui/gallery_model.hpp"
@@ -65,6 +67,13 @@ class MainWindow : public QMainWindow {
   const std::optional<EngineInfo>& engine_info() const { return engine_info_; }
   QStringList saved_paths() const { return saved_paths_; }  // of the last image (two in compare mode)
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
+  DownloadDialog* download_dialog() const { return download_dialog_; }  // the last one shown, while it exists
+  // What Download SD-Turbo… and Download TAESD… fetch; replaceable so tests can serve the fixture model (whose
+  // TAESD is not the real one, and so not the SHA-256 the real catalog ships).
+  void set_download_catalogs(Catalog sd_turbo, Catalog taesd) {
+    sd_turbo_catalog_ = std::move(sd_turbo);
+    taesd_catalog_ = std::move(taesd);
+  }
 
  public Q_SLOTS:
   void generate();
@@ -79,6 +88,10 @@ class MainWindow : public QMainWindow {
   // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
   // not, or why nothing could be.
   void restore_parameters_from(const QString& path);
+  // Model → Download SD-Turbo… / Download TAESD… (and the first start's offer): the download dialog, whose result
+  // becomes the model (or the TAESD) once verified and in place (main_window_download.cpp).
+  void download_sd_turbo();
+  void download_taesd();
 
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
@@ -122,6 +135,9 @@ class MainWindow : public QMainWindow {
   // How a missing gallery folder may be made (see make_gallery_folder): the same when saving and when opening it.
   MakeFolder gallery_folder_rule() const;
   void write_timings_beside(const QString& image_path, const GeneratedImage& image);
+  void show_download(const Catalog& catalog);
+  void on_downloaded(const QStringList& folders);
+  void adopt_existing_model();
 
   Settings* settings_ = nullptr;
   EngineHost* host_ = nullptr;
@@ -148,6 +164,9 @@ class MainWindow : public QMainWindow {
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
   FolderChooser choose_folder_;
+  QPointer<DownloadDialog> download_dialog_;
+  Catalog sd_turbo_catalog_ = sd_turbo_catalog();
+  Catalog taesd_catalog_ = taesd_catalog();
 
   std::optional<EngineInfo> engine_info_;
   std::optional<GeneratedImage> last_image_;

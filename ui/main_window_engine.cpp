@@ -137,11 +137,13 @@ void MainWindow::update_model_notice() {
   const QString text =
       tr("<b>Images are noise until you choose a real model.</b> The embedded random model (%1) is open: it has the "
          "architecture of SD-Turbo with random weights, which shows that the app and the GPU work. For pictures, "
-         "download SD-Turbo from Hugging Face, <a href=\"%2\">stabilityai/sd-turbo</a> (the whole folder, or the "
-         "single file sd_turbo.safetensors), then choose <i>Model → Open Model Folder…</i> or <i>Open Model "
-         "File…</i>")
+         "download SD-Turbo (<a href=\"%2\">stabilityai/sd-turbo</a>, with its fast decoder TAESD) here: the files "
+         "are checked, and an interrupted download goes on where it stopped. A model you already have opens with "
+         "<i>Model → Open Model Folder…</i> or <i>Open Model File…</i>")
           .arg(name, QString::fromLatin1(kSdTurboUrl));
-  model_notice_->show_message(MessageBar::Level::Warning, text, tr("Choose Model…"), [this] { choose_model_folder(); });
+  model_notice_->show_message(MessageBar::Level::Warning, text,
+                              tr("Download SD-Turbo (%1)").arg(format_bytes(approx_bytes(sd_turbo_catalog_))),
+                              [this] { download_sd_turbo(); });
 }
 
 void MainWindow::update_device_notice() {

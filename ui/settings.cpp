@@ -50,6 +50,10 @@ void Settings::set_model(const QString& path) {
   while (recent.size() > kMaxRecentModels) recent.removeLast();
   settings_->setValue(QString::fromLatin1(keys::kRecentModels), recent);
 }
+bool Settings::has_model_choice() const {
+  return overrides_.contains(QString::fromLatin1(keys::kModel)) ||
+         settings_->contains(QString::fromLatin1(keys::kModel));
+}
 QStringList Settings::recent_models() const {
   return value(keys::kRecentModels, QStringList()).toStringList();
 }
@@ -72,6 +76,14 @@ QString Settings::kernel_cache_dir() const {
 }
 void Settings::set_kernel_cache_dir(const QString& folder) {
   store(keys::kCacheDir, folder);
+}
+
+QString Settings::models_folder() const {
+  const QString folder = value(keys::kModelsFolder, QString()).toString();
+  return folder.isEmpty() ? default_models_folder() : folder;
+}
+void Settings::set_models_folder(const QString& folder) {
+  store(keys::kModelsFolder, folder);
 }
 
 QString Settings::gallery_folder() const {
@@ -177,6 +189,12 @@ QString Settings::default_gallery_folder() {
   QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
   if (pictures.isEmpty()) pictures = QDir::home().filePath(QStringLiteral("Pictures"));
   return QDir(pictures).filePath(QStringLiteral("SD-Turbo Studio"));
+}
+
+QString Settings::default_models_folder() {
+  QString data = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+  if (data.isEmpty()) data = QDir::home().filePath(QStringLiteral(".sdturbo"));
+  return QDir(data).filePath(QStringLiteral("models"));
 }
 
 QString Settings::log_folder() {

@@ -1,7 +1,7 @@
 // Settings: every persistent choice of the app, typed, with defaults, behind one class (the habit of qView's
 // settings manager). Values live in QSettings; a setter writes through and emits changed(key) when the value
-// really changed. Command-line options (--model, --taesd, --gallery, --device, --cache-dir) are overrides for one
-// run: read first, never written, and dropped as soon as the user picks a value in the window.
+// really changed. Command-line options (--model, --taesd, --gallery, --device, --cache-dir, --models-dir) are overrides
+// for one run: read first, never written, and dropped as soon as the user picks a value in the window.
 #pragma once
 
 #include <QByteArray>
@@ -22,6 +22,7 @@ namespace keys {
 inline constexpr char kModel[] = "model/path";
 inline constexpr char kTaesd[] = "model/taesd";
 inline constexpr char kRecentModels[] = "model/recent";
+inline constexpr char kModelsFolder[] = "model/downloads";  // where Model → Download… puts models
 inline constexpr char kDevice[] = "device/selector";
 inline constexpr char kCacheDir[] = "device/kernel_cache";
 inline constexpr char kGalleryFolder[] = "gallery/folder";
@@ -60,6 +61,7 @@ class Settings : public QObject {
 
   QString model() const;  // "" means the embedded random default
   void set_model(const QString& path);
+  bool has_model_choice() const;  // a model (or the random one) was ever chosen, or is given for this run
   QString taesd() const;
   void set_taesd(const QString& path);
   QStringList recent_models() const;
@@ -67,6 +69,8 @@ class Settings : public QObject {
   void set_device(const QString& selector);
   QString kernel_cache_dir() const;  // "" means the engine's default
   void set_kernel_cache_dir(const QString& folder);
+  QString models_folder() const;  // default_models_folder() unless chosen
+  void set_models_folder(const QString& folder);
 
   QString gallery_folder() const;
   void set_gallery_folder(const QString& folder);
@@ -101,6 +105,7 @@ class Settings : public QObject {
 
   static QString default_gallery_folder();  // <Pictures>/SD-Turbo Studio
   static QString log_folder();              // <app data>/logs
+  static QString default_models_folder();   // <app data>/models
   static int snap_side(int side);           // to a multiple of sdt::kImageSideMultiple within [kMinSide, kMaxSide]
 
  Q_SIGNALS:

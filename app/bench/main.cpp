@@ -2,14 +2,13 @@
 // per stage, peak device memory, cold-start figures, and a per-kernel-family breakdown. Qt-free, so it builds
 // for the GPU machine and for Windows. Prints a table; --json writes everything.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
@@ -26,7 +25,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 struct Spread {
   double median = 0, min = 0, max = 0, p10 = 0, p90 = 0;
@@ -103,6 +104,10 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     if (request.decoder != sdt::Decoder::Full) run.stage_ms[stage_key(Stage::TaesdDecode)].push_back(t.taesd_decode_ms);
     run.stage_ms[stage_key(Stage::ReadBack)].push_back(t.readback_ms);
     run.stage_ms["end_to_end_host"].push_back(host_ms);
+    // What the host adds to the device's work: launches, waits, anything the device waited for.
+    run.stage_ms["device_busy"].push_back(t.device_busy_ms);
+    run.stage_ms["device_span"].push_back(t.device_span_ms);
+    run.stage_ms["host_gap"].push_back(host_ms - t.device_busy_ms);
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;
@@ -126,7 +131,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--taesd", o.taesd, "TAESD weights");
   app.add_option("--device", o.device, "OpenCL device: index or part of its name");
-  app.add_option("--weights", o.weights, "Weight storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  app.add_option("--weights", o.weights, "Weight storage")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
   app.add_option("--width", o.width)->capture_default_str();
   app.add_option("--height", o.height)->capture_default_str();
   app.add_option("--steps", o.steps)->capture_default_str();
@@ -175,10 +182,11 @@ int main(int argc, char** argv) {
       engine->generate(first);
       const double first_ms = ms_since(t1);
       const auto& lt = engine->load_timings();
-      std::printf("%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
-                  "%8.1f ms, start to image %8.1f ms\n",
-                  what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
-                  lt.kernel_cache_misses, first_ms, open_ms + first_ms);
+      std::printf(
+          "%-34s open %8.1f ms (load %.1f, upload %.1f, kernels %.1f: %d cached, %d built), first image "
+          "%8.1f ms, start to image %8.1f ms\n",
+          what, open_ms, lt.model_load_ms, lt.upload_ms, lt.kernel_build_ms, lt.kernel_cache_hits,
+          lt.kernel_cache_misses, first_ms, open_ms + first_ms);
       report["cold_start"][what] = {{"open_ms", open_ms},
                                     {"model_load_ms", lt.model_load_ms},
                                     {"upload_ms", lt.upload_ms},
@@ -194,8 +202,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<sdt::Engine> engine;
     if (o.cold) {
       // A cache folder of our own, empty, so the first start builds every kernel from source.
-      const auto cold_dir = std::filesystem::temp_directory_path() /
-                            ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
+      const auto cold_dir =
+          std::filesystem::temp_directory_path() / ("sdturbo-bench-cache-" + std::to_string(std::random_device{}()));
       const auto saved = eo.cache_dir;
       eo.cache_dir = cold_dir;
       start_engine("first start (kernels from source)");
@@ -212,7 +220,8 @@ int main(int argc, char** argv) {
                         {"opencl", engine->device().opencl_version},
                         {"platform", engine->device().platform_name},
                         {"global_memory", engine->device().global_memory}};
-    report["model_summary"] = {{"name", engine->model().name}, {"layout", engine->model().layout},
+    report["model_summary"] = {{"name", engine->model().name},
+                               {"layout", engine->model().layout},
                                {"random_weights", engine->model().random_weights}};
 
     std::printf("\n%s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
@@ -231,8 +240,8 @@ int main(int argc, char** argv) {
           dj["stages"][stage]["gflop"] = flops * 1e-9;
           dj["stages"][stage]["tflops"] = s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0;
         }
-        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median,
-                    s.min, s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
+        std::printf("%-10s %-16s %10.2f %10.2f %10.2f %10.1f %9.2f\n", decoder.c_str(), stage.c_str(), s.median, s.min,
+                    s.max, flops * 1e-9, s.median > 0 ? flops / (s.median * 1e-3) * 1e-12 : 0.0);
       }
       dj["peak_device_bytes"] = run.peak_bytes;
       std::printf("%-10s %-16s %10.1f MiB\n", decoder.c_str(), "peak memory", double(run.peak_bytes) / (1 << 20));
@@ -245,12 +254,16 @@ int main(int argc, char** argv) {
         for (auto& [name, v] : rows) {
           const double per_run = v.second / std::max(1, o.runs);
           dj["kernels"][name] = {{"launches_per_run", double(v.first) / std::max(1, o.runs)},
-                                 {"ms_per_run", per_run}, {"share", total > 0 ? v.second / total : 0}};
+                                 {"ms_per_run", per_run},
+                                 {"share", total > 0 ? v.second / total : 0}};
           std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
                       double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
         }
       }
     }
+    // After the runs: a compiler that refused the tensor-core PTX is only known once the kernels were built.
+    report["tensor_cores"] = engine->tensor_cores();
+    std::printf("tensor cores: %s\n", engine->tensor_cores() ? "yes" : "no");
     if (!o.json_path.empty()) {
       std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";
       std::printf("wrote %s\n", o.json_path.c_str());

@@ -1,6 +1,5 @@
 // sdturbo-cli: list devices, inspect model files, tokenize prompts, and generate images from the command line.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -22,9 +21,12 @@ int main(int argc, char** argv) {
   app.add_flag("--inspect", o.inspect, "Check a model (--model) as loading would, without a GPU, and describe it");
   app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
   // The short names are stable-diffusion.cpp's (what its users type); our long names stay as aliases.
-  app.add_option("-m,--model", o.model, "Diffusers folder, single-file checkpoint, random:tiny or random:sd-turbo")
+  app.add_option("-m,--model", o.model,
+                 "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
+                 "random:tiny or random:sd-turbo")
       ->capture_default_str();
-  app.add_option("--taesd", o.taesd, "TAESD: AutoencoderTiny folder or taesd_decoder.safetensors");
+  app.add_option("--taesd", o.taesd,
+                 "TAESD: AutoencoderTiny folder, taesd_decoder.safetensors or hf:madebyollin/taesd");
   app.add_option("--config", o.config,
                  "Single-file checkpoint: a diffusers folder whose config.json files describe it (when its head "
                  "counts cannot be read from the weights)");

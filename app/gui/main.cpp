@@ -1,11 +1,13 @@
 // sdturbo: the desktop app. Parses the command line, sets up logging (a rotating file and the log panel) and the
 // settings, and opens the main window.
 //
-//   sdturbo [--model PATH] [--taesd PATH] [--gallery DIR] [--device SEL] [--cache-dir DIR]
+//   sdturbo [--model PATH] [--taesd PATH] [--gallery DIR] [--device SEL] [--cache-dir DIR] [--models-dir DIR]
+//   sdturbo --download-model [--models-dir DIR]
 //
-// The five options override the remembered settings for this run only (so the app can be started in a known
+// The six options override the remembered settings for this run only (so the app can be started in a known
 // state); --prompt and --generate start a generation at once (used by scripts/screenshot.sh); --settings FILE
-// keeps the settings in an INI file instead of the user's. The options are defined in ui/command_line.hpp.
+// keeps the settings in an INI file instead of the user's. --download-model downloads SD-Turbo without a window
+// (ui/download_command.hpp). The options are defined in ui/command_line.hpp.
 #include <QApplication>
 #include <QIcon>
 #include <QTimer>
@@ -13,15 +15,30 @@
 #include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "ui/command_line.hpp"
+#include "ui/download_command.hpp"
 #include "ui/logging.hpp"
 #include "ui/main_window.hpp"
 #include "ui/settings.hpp"
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+namespace {
+
+// The names the settings and data folders are found under: the same for the window and for --download-model.
+void set_identity() {
   QCoreApplication::setOrganizationName(QStringLiteral("SD-Turbo Studio"));
   QCoreApplication::setApplicationName(QStringLiteral("sdturbo"));
   QCoreApplication::setApplicationVersion(QString::fromLatin1(sdt::version()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (sdt::ui::wants_download_command(argc, argv)) {
+    QCoreApplication app(argc, argv);  // no window, so no display needed
+    set_identity();
+    return sdt::ui::run_download_command(app);
+  }
+  QApplication app(argc, argv);
+  set_identity();
   QGuiApplication::setApplicationDisplayName(QStringLiteral("SD-Turbo Studio"));
   QGuiApplication::setDesktopFileName(QStringLiteral("sdturbo"));
   QIcon icon;

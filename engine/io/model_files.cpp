@@ -9,6 +9,7 @@
 #include "io/model_loading.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
+#include "sdt/hf_cache.hpp"
 #include "sdt/utf8_path.hpp"
 
 namespace sdt::io {
@@ -274,6 +275,11 @@ void attach_checked_taesd(ModelFiles& m, const fs::path& taesd_path) {
   merge_taesd(m, std::move(taesd));
 }
 
+// What a model or TAESD text names on disk: "hf:owner/name" is a snapshot in the Hugging Face cache.
+fs::path path_of(const std::string& text) {
+  return is_hf_model(text) ? resolve_hf_model(text) : path_from_utf8(text);
+}
+
 // A random model with a real TAESD: the random TAESD's views are dropped (the old set stays alive underneath
 // the views that are kept, which point into it).
 void replace_taesd(ModelFiles& m, const std::string& taesd_path) {
@@ -286,7 +292,7 @@ void replace_taesd(ModelFiles& m, const std::string& taesd_path) {
   m.taesd.reset();
   m.parts.erase(std::remove_if(m.parts.begin(), m.parts.end(), [](const PartInfo& p) { return p.part == "taesd"; }),
                 m.parts.end());
-  attach_checked_taesd(m, path_from_utf8(taesd_path));
+  attach_checked_taesd(m, path_of(taesd_path));
   m.hash = model_hash(m.weights);
 }
 
@@ -310,10 +316,10 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
     return m;
   }
   m.name = model;
-  const fs::path path = path_from_utf8(model);
-  std::error_code ec;
   if (model.empty())
     throw Error(ErrorKind::BadModel, "no model given", "pass a diffusers folder, a .safetensors file or random:tiny");
+  const fs::path path = path_of(model);
+  std::error_code ec;
   if (!fs::exists(path, ec)) {
     throw Error(ErrorKind::BadModel, "model not found: " + model,
                 "give a diffusers folder, a single .safetensors checkpoint, random:tiny or random:sd-turbo");
@@ -328,9 +334,14 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
     refuse_unsafe_format(path);
     open_single_file(path, m, options);
   }
+  fs::path found_taesd = options.taesd.empty() ? discover_taesd(path) : fs::path();
+  // A model from the Hugging Face cache has no folder of ours around it: TAESD is the cache's, when it is there.
+  if (options.taesd.empty() && found_taesd.empty() && is_hf_model(model)) {
+    if (const auto snapshot = find_hf_snapshot(kTaesdRepo)) found_taesd = snapshot->folder;
+  }
   if (!options.taesd.empty()) {
-    attach_checked_taesd(m, path_from_utf8(options.taesd));
-  } else if (const fs::path found = discover_taesd(path); !found.empty()) {
+    attach_checked_taesd(m, path_of(options.taesd));
+  } else if (const fs::path found = found_taesd; !found.empty()) {
     // A TAESD that merely lies beside the model must not stop the model from loading.
     try {
       attach_checked_taesd(m, found);

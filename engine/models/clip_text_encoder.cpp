@@ -33,10 +33,11 @@ nn::Tensor ClipEncoderLayer::operator()(cl::Context& ctx, const nn::Tensor& x) c
   nn::Tensor q = self_attn_q_proj_(ctx, h);  // [T, C]
   nn::Tensor k = self_attn_k_proj_(ctx, h);
   nn::Tensor v = self_attn_v_proj_(ctx, h);
-  nn::Tensor attended = nn::attention(ctx, q, k, v, heads_, /*causal=*/true);  // [T, C]
-  nn::Tensor r = self_attn_out_proj_(ctx, attended, nn::Act::None, &x);        // x + attn
-  nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), act_);                    // [T, F]
-  return mlp_fc2_(ctx, m, nn::Act::None, &r);                                  // r + mlp
+  nn::Tensor attended =
+      nn::attention(ctx, q, k, v, heads_, /*causal=*/true, self_attn_q_proj_.weight().dtype);  // [T, C]
+  nn::Tensor r = self_attn_out_proj_(ctx, attended, nn::Act::None, &x);                        // x + attn
+  nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), act_);                                    // [T, F]
+  return mlp_fc2_(ctx, m, nn::Act::None, &r);                                                  // r + mlp
 }
 
 ClipTextEncoder::ClipTextEncoder(const nn::WeightScope& scope, const io::TextEncoderConfig& config) : config_(config) {

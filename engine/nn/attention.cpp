@@ -18,11 +18,11 @@ Attention::Attention(const WeightScope& scope, const AttentionShape& shape) : sh
 Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* context, const Tensor* residual) const {
   // x: [T, query_dim], context: [S, context_dim]
   const Tensor& kv_input = context ? *context : x;
-  Tensor q = to_q_(ctx, x);                                        // [T, heads·D]
-  Tensor k = to_k_(ctx, kv_input);                                 // [S, heads·D]
-  Tensor v = to_v_(ctx, kv_input);                                 // [S, heads·D]
-  Tensor attended = attention(ctx, q, k, v, shape_.heads, false);  // [T, heads·D]
-  return to_out_0_(ctx, attended, Act::None, residual);            // [T, query_dim]
+  Tensor q = to_q_(ctx, x);                                                              // [T, heads·D]
+  Tensor k = to_k_(ctx, kv_input);                                                       // [S, heads·D]
+  Tensor v = to_v_(ctx, kv_input);                                                       // [S, heads·D]
+  Tensor attended = attention(ctx, q, k, v, shape_.heads, false, to_q_.weight().dtype);  // [T, heads·D]
+  return to_out_0_(ctx, attended, Act::None, residual);                                  // [T, query_dim]
 }
 
 Tensor Attention::spatial(cl::Context& ctx, const Tensor& x) const {

@@ -47,7 +47,10 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 // Scaled dot-product attention, softmax(q·kᵀ / sqrt(D)) · v, per head, without materialising the [Tq, Tk]
 // matrix for long sequences.   q: [Tq, heads·D], k, v: [Tk, heads·D] → [Tq, heads·D]
 // causal: query i sees keys 0..i (the text encoder). D up to 512 (the VAE's single head has D = 512).
-Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal);
+// weights: the storage of the model's weights. With F16 the products may run with fp16 operands and fp32
+// accumulation (tensor cores, as gemm_tc for the linear layers), the softmax staying fp32; F32 keeps fp32.
+Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+                 DType weights = DType::F32);
 
 // Element-wise.
 Tensor activation(cl::Context& ctx, const Tensor& x, Act act);  // any shape
@@ -63,9 +66,9 @@ Tensor scale(cl::Context& ctx, const Tensor& x, float s);
 Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude);
 
 // Layout.
-Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);            // [C, H, W] → [C, 2H, 2W]
+Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);                // [C, H, W] → [C, 2H, 2W]
 Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b);  // [C1, H, W], [C2, H, W] → [C1+C2, H, W]
-Tensor transpose(cl::Context& ctx, const Tensor& x);                     // [A, B] → [B, A]
+Tensor transpose(cl::Context& ctx, const Tensor& x);                         // [A, B] → [B, A]
 
 // Embeddings.
 // Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]
@@ -81,6 +84,23 @@ cl::Buffer to_rgb8(cl::Context& ctx, const Tensor& x, float a, float b);
 
 // Counts NaN/Inf entries of x (one small reduction; synchronises when read).
 std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x);
+// The NaN/Inf counts of several tensors with one read-back and no wait of their own: add() queues a count of x
+// (slot 0, 1, ... in call order), enqueue_read() queues the copy of all counts to the host; once the queue has
+// passed it (Context::finish), counts() holds them.
+class NonFiniteCounts {
+ public:
+  NonFiniteCounts(cl::Context& ctx, int capacity);
+  int add(const Tensor& x);  // returns the slot
+  cl::Context::PendingRead enqueue_read();
+  // The count of slot `slot` from the read (valid once the queue has passed it).
+  static std::int32_t count(const cl::Context::PendingRead& read, int slot);
+
+ private:
+  cl::Context& ctx_;
+  cl::Buffer device_;
+  int used_ = 0;
+  int capacity_ = 0;
+};
 // NaN and Inf values in each weight of `index` whose name starts with one of `prefixes`: the names and counts of
 // those that hold any, in the index's order. One kernel per weight and a single read-back (an error path).
 std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,

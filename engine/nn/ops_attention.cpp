@@ -7,10 +7,16 @@
 // S = Q·Kᵀ, a row softmax, then O = S·V with V transposed once per head; the block is sized so the scores take
 // at most the tuning's attention_block_bytes() (16 MiB: never the 64 MiB 4096 × 4096 matrix of a 512² VAE), and the
 // tiled GEMM runs these wide products faster than a flash kernel whose output tile must stay in registers.
+//
+// With fp16 weights on a device with tensor cores (the choice gemm_tc makes for the linear layers), both go to
+// the tensor cores with fp16 operands and fp32 accumulation: the flash kernel of kernels/attention_tc.cl, and
+// the blocked products on gemm_tc with K and Vᵀ rounded as they load; the softmax stays fp32.
 #include <algorithm>
 #include <cmath>
 
 #include "nn/ops_internal.hpp"
+#include "runtime/log.hpp"
+#include "sdt/error.hpp"
 
 namespace sdt::nn {
 namespace {
@@ -37,8 +43,38 @@ void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const T
   ctx.add_flops(4.0 * pairs * head_dim * heads);
 }
 
+// kernels/attention_tc.cl (ptx: mma.sync; else its plain-loop stand-in). False when the device's compiler refused
+// the PTX or the kernel cannot run its work-group here: the caller then runs the fp32 kernel.
+bool attention_flash_tc(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
+                        bool causal, float scale, Tensor& out, bool ptx) {
+  if (ptx && ctx.tuning().ptx_rejected()) return false;
+  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
+  const int ld = static_cast<int>(q.dim(1));
+  const detail::AttentionTcConfig config = ctx.tuning().attention_tc(head_dim, !ptx);
+  const std::string options = config.defines(head_dim) + " -DSDT_PTX=" + (ptx ? "1" : "0") +
+                              " -DATT_ALIGN4=" + (head_dim % 4 == 0 && ld % 4 == 0 ? "1" : "0");
+  cl_kernel kernel = nullptr;
+  try {
+    kernel = ctx.kernel("attention_tc", "attention_tc", options);
+  } catch (const Error& e) {
+    if (!ptx || e.kind() != ErrorKind::Device) throw;
+    if (!ctx.tuning().ptx_rejected())
+      log::get("engine")->warn("tensor-core kernels did not build, using the fp32 kernels instead: {}", e.what());
+    ctx.tuning().reject_ptx();
+    return false;
+  }
+  if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
+  const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq() - 1) / config.bq();
+  ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
+             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, ld,
+             k.buffer, ld, v.buffer, ld, out.buffer, ld);
+  const double pairs = causal ? 0.5 * Tq * (Tq + 1.0) : static_cast<double>(Tq) * Tk;
+  ctx.add_flops(4.0 * pairs * head_dim * heads);
+  return true;
+}
+
 void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                       bool causal, float scale, Tensor& out) {
+                       bool causal, float scale, Tensor& out, bool fp16_products) {
   const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
   const int width = static_cast<int>(q.dim(1));
   const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
@@ -68,6 +104,7 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
       qk.c_off = 0, qk.ldc = Tk;
       detail::GemmOperands qk_ops;
       qk_ops.a = q.buffer.get(), qk_ops.b = k.buffer.get(), qk_ops.c = scores.buffer.get();
+      qk_ops.fp16_products = fp16_products;
       detail::run_gemm(ctx, qk, qk_ops, Act::None);
 
       ctx.launch(softmax, cl::Range(static_cast<std::size_t>(r) * threads), cl::Range(threads), scores.buffer, Tk,
@@ -80,6 +117,7 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
       pv.c_off = q0 * width + col0, pv.ldc = width;
       detail::GemmOperands pv_ops;
       pv_ops.a = scores.buffer.get(), pv_ops.b = v_t.buffer.get(), pv_ops.c = out.buffer.get();
+      pv_ops.fp16_products = fp16_products;
       detail::run_gemm(ctx, pv, pv_ops, Act::None);
     }
   }
@@ -87,7 +125,8 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
 
 }  // namespace
 
-Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal) {
+Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+                 DType weights) {
   const std::string op = "attention";
   detail::require_activation(op, "q", q, 2);
   detail::require_activation(op, "k", k, 2);
@@ -105,10 +144,12 @@ Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tenso
                          " heads)");
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor out = empty(ctx, q.shape);
-  if (head_dim <= detail::kMaxFlashHeadDim)
+  const detail::TensorCores path = ctx.tuning().tensor_core_path(weights == DType::F16);
+  if (head_dim > detail::kMaxFlashHeadDim)
+    attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out, path != detail::TensorCores::Off);
+  else if (path == detail::TensorCores::Off ||
+           !attention_flash_tc(ctx, q, k, v, heads, head_dim, causal, scale, out, path == detail::TensorCores::Ptx))
     attention_flash(ctx, q, k, v, heads, head_dim, causal, scale, out);
-  else
-    attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out);
   return out;
 }
 

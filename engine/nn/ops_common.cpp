@@ -2,9 +2,11 @@
 // ops_internal.hpp).
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "nn/ops_internal.hpp"
 #include "runtime/cl_error.hpp"
+#include "runtime/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn::detail {
@@ -86,6 +88,56 @@ std::size_t fit_local(cl::Context& ctx, cl_kernel kernel, std::size_t wanted) {
   std::size_t size = 1;
   while (size * 2 <= limit) size *= 2;
   return size;
+}
+
+}  // namespace sdt::nn::detail
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tensor-core features: the ldmatrix probe (kernels/tc_probe.cl)
+namespace sdt::nn::detail {
+namespace {
+
+// probe_ldmatrix in `mode`: true when every lane received the fragment that plain loads of the same tile give
+// (rows g, g + 8 at words t, t + 4). Any failure to build or run counts as "not supported".
+bool ldmatrix_works(cl::Context& ctx, int mode) {
+  try {
+    cl_kernel kernel = ctx.kernel("tc_probe", "probe_ldmatrix", "-DSDT_PTX=1 -DLDSM_MODE=" + std::to_string(mode));
+    if (kernel_work_group_limit(ctx, kernel) < 32) return false;
+    const cl::Buffer out = ctx.buffer(32 * 4 * sizeof(std::uint32_t));
+    ctx.launch(kernel, cl::Range(32), cl::Range(32), out);
+    std::vector<std::uint32_t> got(32 * 4);
+    ctx.read(out, got.data(), got.size() * sizeof(std::uint32_t));
+    constexpr int kLdw = 20;
+    auto word = [](int i) { return static_cast<std::uint32_t>(i) * 2654435761u; };
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane >> 2, t = lane & 3;
+      const std::uint32_t want[4] = {word(g * kLdw + t), word((g + 8) * kLdw + t), word(g * kLdw + t + 4),
+                                     word((g + 8) * kLdw + t + 4)};
+      for (int j = 0; j < 4; ++j)
+        if (got[lane * 4 + j] != want[j]) return false;
+    }
+    return true;
+  } catch (const Error& e) {
+    log::get("engine")->info("{}: ldmatrix probe (mode {}) failed: {}", ctx.info().name, mode, e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
+TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
+  if (ptx && !ctx.tuning().ldmatrix_probed() && !ctx.tuning().overrides().tensor_core_features) {
+    int mode = 0;
+    for (int m : {1, 2})
+      if (ldmatrix_works(ctx, m)) {
+        mode = m;
+        break;
+      }
+    log::get("engine")->info("{}: ldmatrix {}", ctx.info().name,
+                             mode ? "mode " + std::to_string(mode) : std::string("not used (the probe failed)"));
+    ctx.tuning().set_ldmatrix_probed(mode);
+  }
+  return ctx.tuning().tensor_core_features(ptx);
 }
 
 }  // namespace sdt::nn::detail

@@ -2,6 +2,7 @@
 // timestep embedding of diffusers' get_timestep_embedding (computed on the host: see below).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "nn/ops_internal.hpp"
 #include "nn/weight_scope.hpp"
@@ -235,6 +236,36 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
   cl_int count = 0;
   ctx.read(counter, &count, sizeof count);
   return count;
+}
+
+NonFiniteCounts::NonFiniteCounts(cl::Context& ctx, int capacity)
+    : ctx_(ctx),
+      device_(ctx.buffer(static_cast<std::size_t>(std::max(capacity, 1)) * sizeof(cl_int))),
+      capacity_(std::max(capacity, 1)) {
+  const cl_int zero = 0;
+  cl::check(clEnqueueFillBuffer(ctx.queue(), device_.get(), &zero, sizeof zero, 0,
+                                static_cast<std::size_t>(capacity_) * sizeof zero, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer", "NaN/Inf counters");
+}
+
+int NonFiniteCounts::add(const Tensor& x) {
+  detail::require_activation("count_non_finite", "x", x);
+  if (used_ >= capacity_) fail("count_non_finite", "more tensors than counters");
+  cl_kernel kernel = ctx_.kernel(kProgram, "count_non_finite");
+  const std::size_t local = detail::fit_local(ctx_, kernel, kLocal);
+  const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
+  ctx_.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, device_, used_);
+  return used_++;
+}
+
+cl::Context::PendingRead NonFiniteCounts::enqueue_read() {
+  return ctx_.read_async(device_, static_cast<std::size_t>(capacity_) * sizeof(cl_int));
+}
+
+std::int32_t NonFiniteCounts::count(const cl::Context::PendingRead& read, int slot) {
+  std::int32_t c = 0;
+  std::memcpy(&c, read.bytes->data() + static_cast<std::size_t>(slot) * sizeof c, sizeof c);
+  return c;
 }
 
 std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::Context& ctx, const WeightIndex& index,

@@ -54,21 +54,33 @@ void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::
              partial, o.bias, o.residual, o.c, static_cast<int>(act), p.c_off, p.ldc);
 }
 
-// Launches a gemm.cl / gemm_tc.cl kernel (same arguments): with one K slice the kernel applies the epilogue
-// itself; with several, the slices go to a pooled workspace that the reduction (built with `reduce_options`)
-// sums in order (the in-order queue keeps the workspace alive for it; the pool may hand it out again once
-// both are enqueued).
+// Launches a gemm.cl / gemm_tc.cl kernel (same arguments; gemm_tc.cl takes `counters` after them): with one K
+// slice the kernel applies the epilogue itself; with several, the slices go to a pooled workspace that the
+// reduction (built with `reduce_options`) sums in order (the in-order queue keeps the workspace alive for it; the
+// pool may hand it out again once both are enqueued). A gemm_tc kernel built with FUSED_SPLITK sums the slices
+// itself (fused): it takes the epilogue's arguments with the workspace, and `counters` (one per tile).
 void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, const cl::Range& local,
                  const GemmProblem& p, const detail::GemmOperands& o, Act act, int splits, int k_chunk,
-                 const std::string& reduce_options) {
+                 const std::string& reduce_options, bool tc = false, bool fused = false) {
   const bool split = splits > 1;
+  const bool epilogue = !split || fused;  // the kernel itself finishes the outputs
   const cl::Buffer partial =
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
-  ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, split ? cl_mem{nullptr} : o.bias,
-             split ? cl_mem{nullptr} : o.residual, o.c, static_cast<int>(split ? Act::None : act), p.a_off, p.lda,
-             p.b_off, p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample,
-             k_chunk, split ? partial.get() : cl_mem{nullptr});
-  if (split) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
+  const cl_mem bias = epilogue ? o.bias : nullptr, residual = epilogue ? o.residual : nullptr;
+  const int act_code = static_cast<int>(epilogue ? act : Act::None);
+  const cl_mem workspace = split ? partial.get() : nullptr;
+  if (tc) {
+    const cl_mem counters =
+        split && fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : cl_mem{nullptr};
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
+               p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
+               workspace, counters);
+  } else {
+    ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
+               p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
+               workspace);
+  }
+  if (split && !fused) launch_splitk_reduce(ctx, p, o, act, splits, partial, reduce_options);
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
@@ -76,11 +88,16 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
 // cannot run the kernel's work-group or its compiler refused the PTX (the caller then runs gemm.cl).
 bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, bool ptx) {
   if (ptx && ctx.tuning().ptx_rejected()) return false;
-  const std::string variant =
-      mode_defines(p) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") + " -DSDT_PTX=" + (ptx ? "1" : "0") +
-      " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
-      " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
+  std::string variant = mode_defines(p) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") +
+                        " -DB_FLOAT=" + (o.b_half ? "0" : "1") + " -DSDT_PTX=" + (ptx ? "1" : "0") +
+                        " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
+                        " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
+  const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
+  variant += " -DFUSED_SPLITK=" + std::string(features.fused_splitk ? "1" : "0");
+  // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
+  // fallback below has 32).
+  variant += " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
@@ -93,7 +110,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
     if (!ptx || e.kind() != ErrorKind::Device) throw;
     if (!ctx.tuning().ptx_rejected())
-      log::get("engine")->warn("tensor-core GEMM did not build, using the fp32 kernels instead: {}", e.what());
+      log::get("engine")->warn("tensor-core kernels did not build, using the fp32 kernels instead: {}", e.what());
     ctx.tuning().reject_ptx();
     return false;
   }
@@ -110,14 +127,14 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row.
   const std::string reduce_options = ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
                                      " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options);
+  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, features.fused_splitk);
   return true;
 }
 
 }  // namespace
 
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (const TensorCores path = ctx.tuning().tensor_core_path(o.b_half); path != TensorCores::Off)
+  if (const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products); path != TensorCores::Off)
     if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
   const std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");

@@ -51,12 +51,22 @@ struct GemmProblem {
 struct GemmOperands {
   cl_mem a = nullptr, b = nullptr, bias = nullptr, residual = nullptr, c = nullptr;
   bool b_half = false, bias_half = false;
+  // B is fp32 but the product may round both operands to fp16 (an attention product of a model with fp16
+  // weights: K or Vᵀ in the place of the weight). Takes the tensor cores where fp16 weights would.
+  bool fp16_products = false;
 };
 // On gemm_tc.cl when the weight is fp16 and ctx.tuning() says so, else on gemm.cl.
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 
-// ---- flash attention (kernels/attention.cl); tile choices: runtime/tuning.hpp
+// What gemm_tc.cl uses beyond mma.sync on this device (Tuning::tensor_core_features), ldmatrix probed first:
+// kernels/tc_probe.cl runs once per device on the PTX path and records the mode that gives the documented
+// fragments (0 when neither does or the probe does not build).
+using cl::TensorCoreFeatures;
+TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx);
+
+// ---- flash attention (kernels/attention.cl, on tensor cores attention_tc.cl); tile choices: runtime/tuning.hpp
 using cl::AttentionConfig;
+using cl::AttentionTcConfig;
 using cl::kMaxFlashHeadDim;
 
 // y [B, A] = transpose of the [A, B] matrix at x[x_off + a·ldx + b].

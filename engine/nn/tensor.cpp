@@ -1,13 +1,14 @@
 // Device tensors: pooled activations, host transfers, and weight uploads in fp32 or fp16 storage.
 // fp16 storage is IEEE binary16 written on the host with round-to-nearest-even (io::float_to_half, what torch's
-// .half() does) and read by the kernels with vload_half, which needs no cl_khr_fp16. bf16 file data is widened to fp32 first
-// (exact) and then stored as requested.
+// .half() does) and read by the kernels with vload_half, which needs no cl_khr_fp16. bf16 file data is widened to fp32
+// first (exact) and then stored as requested.
 #include "nn/tensor.hpp"
 
 #include <cstring>
 #include <memory>
 
 #include "io/tensor_view.hpp"
+#include "nn/ops_internal.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {
@@ -79,6 +80,15 @@ Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std:
                 "upload: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
   Tensor t = empty(ctx, std::move(shape));
   if (!host.empty()) ctx.write(t.buffer, host.data(), t.bytes());
+  return t;
+}
+
+Tensor upload_async(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape) {
+  if (count(shape) != static_cast<std::int64_t>(host.size()))
+    throw Error(ErrorKind::Internal,
+                "upload: " + std::to_string(host.size()) + " host values for shape " + shape_string(shape));
+  Tensor t = empty(ctx, std::move(shape));
+  if (!host.empty()) detail::upload_async(ctx, t.buffer, host.data(), t.bytes());
   return t;
 }
 

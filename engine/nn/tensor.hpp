@@ -39,6 +39,9 @@ std::string shape_string(const std::vector<std::int64_t>& shape);
 Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape);
 // fp32 host data → pooled device tensor.
 Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
+// The same without waiting: the data is copied and the transfer queued behind the work already enqueued (a
+// blocking write on the in-order queue would wait for all of that work first).
+Tensor upload_async(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
 // Device → host (fp32 tensors only). Synchronises.
 std::vector<float> download(cl::Context& ctx, const Tensor& t);
 // A weight from a file (F32, F16 or BF16) into a persistent device buffer of `storage` type, optionally with
@@ -48,7 +51,6 @@ Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage
 // Frees the host buffer upload_weight() reads file weights into (kept between calls); call once a model is uploaded.
 void release_upload_staging();
 // A weight from fp32 host data (random models, converted tensors).
-Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape,
-                     DType storage);
+Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape, DType storage);
 
 }  // namespace sdt::nn

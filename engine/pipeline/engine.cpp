@@ -6,6 +6,7 @@
 // the next call).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "io/model_files.hpp"
 #include "pipeline/engine_impl.hpp"
@@ -34,13 +35,12 @@ std::chrono::milliseconds watchdog_for(double seconds, const DeviceInfo& device)
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
 }
 
-// Throws Error (Device) naming the stage when t holds NaN or Inf; sets `found` first so the caller knows the
-// device itself is fine (no need to rebuild the context). The stage's weights (names starting with one of
-// `weights`) are then counted too, so the message names the tensors of a damaged file.
-void check_finite(cl::Context& ctx, const nn::Tensor& t, const std::string& producer, const std::string& what,
-                  const nn::WeightIndex& index, const std::vector<std::string>& weights, bool& found) {
-  const std::int64_t bad = nn::count_non_finite(ctx, t);
-  if (bad == 0) return;
+// Throws Error (Device) naming the stage whose output t holds `bad` NaN or Inf values; sets `found` first so the
+// caller knows the device itself is fine (no need to rebuild the context). The stage's weights (names starting
+// with one of `weights`) are then counted too, so the message names the tensors of a damaged file.
+[[noreturn]] void fail_non_finite(cl::Context& ctx, std::int64_t bad, const nn::Tensor& t, const std::string& producer,
+                                  const std::string& what, const nn::WeightIndex& index,
+                                  const std::vector<std::string>& weights, bool& found) {
   found = true;
   std::string message = producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
                         " of " + std::to_string(t.numel()) + "; no image was made";
@@ -216,45 +216,22 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
     if (on_progress) on_progress({Stage::ReadBack, 0, 0});
 
-    // Everything is enqueued: wait for it under the watchdog. The reads below (the checks' counts, the images) are
-    // blocking and unwatched, and wait only for the small work enqueued after this point.
-    ctx.finish();
-
-    // NaN/Inf checks, earliest stage first so the message names where it started.
+    // The NaN/Inf counts of every output and the read-backs of the images and latents are queued behind the
+    // work, so one wait under the watchdog covers the whole generation: no host round trip between the last
+    // kernel and the image, and no device idle while the host checks.
     ctx.set_stage(stage_label(Stage::Checks));
-    const nn::WeightIndex& weights = pipeline_->models().weights;
-    if (!out.text_cache_hit) {
-      try {
-        check_finite(ctx, *out.text_hidden, "the text encoder", "the prompt embedding", weights, {"text_encoder."},
-                     non_finite);
-      } catch (...) {
-        pipeline_->prompt_cache().clear();  // never reuse a broken embedding
-        throw;
-      }
-    }
-    const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
-                                  (out.timesteps_run.size() == 1 ? "" : "s") + ")";
-    // img2img latents also went through an encoder: its weights are suspects too.
-    std::vector<std::string> latent_weights{"unet."};
-    if (request.init_image)
-      latent_weights.insert(latent_weights.end(), {"vae.encoder.", "vae.quant_conv.", "taesd.encoder."});
-    check_finite(ctx, out.latents, unet_what, "the final latents", weights, latent_weights, non_finite);
-    if (out.image_vae.defined())
-      check_finite(ctx, out.image_vae, "the VAE decoder", "the image", weights,
-                   {"vae.decoder.", "vae.post_quant_conv."}, non_finite);
-    if (out.image_taesd.defined())
-      check_finite(ctx, out.image_taesd, "the TAESD decoder", "the image", weights, {"taesd.decoder."}, non_finite);
-
-    const std::vector<cl::KernelTiming> recorded = ctx.collect_timings();  // waits for the queue
-    ctx.set_recording(false);
-    pipeline::add_stage_timings(recorded, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
-
-    const auto readback_start = Clock::now();
+    std::vector<cl::Context::PendingRead> reads;  // counts, then the images, then the latents
+    nn::NonFiniteCounts counts(ctx, 4);
+    const int text_slot = out.text_cache_hit ? -1 : counts.add(*out.text_hidden);
+    const int latents_slot = counts.add(out.latents);
+    const int vae_slot = out.image_vae.defined() ? counts.add(out.image_vae) : -1;
+    const int taesd_slot = out.image_taesd.defined() ? counts.add(out.image_taesd) : -1;
+    reads.push_back(counts.enqueue_read());
+    const std::size_t rgb_bytes = static_cast<std::size_t>(W) * H * 3;
+    std::vector<std::pair<Image*, std::size_t>> images;  // image, index of its read
     auto read_image = [&](const cl::Buffer& buffer, Image& image) {
-      image.width = W;
-      image.height = H;
-      image.rgb.resize(static_cast<std::size_t>(W) * H * 3);
-      ctx.read(buffer, image.rgb.data(), image.rgb.size());
+      images.emplace_back(&image, reads.size());
+      reads.push_back(ctx.read_async(buffer, rgb_bytes));
     };
     if (request.decoder == Decoder::Tiny) {
       read_image(rgb_taesd, result.image);
@@ -262,8 +239,45 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       read_image(rgb_vae, result.image);
       if (request.decoder == Decoder::Both) read_image(rgb_taesd, result.image_tiny);
     }
-    result.latents = nn::download(ctx, out.latents);
-    result.timings.readback_ms = ms_since(readback_start);
+    const std::size_t latents_read = reads.size();
+    reads.push_back(ctx.read_async(out.latents.buffer, static_cast<std::size_t>(out.latents.numel()) * sizeof(float)));
+    ctx.finish();
+    for (const auto& read : reads) result.timings.readback_ms += cl::Context::device_ms(read.event.get());
+    for (auto& [image, index] : images) {
+      image->width = W;
+      image->height = H;
+      image->rgb.assign(reads[index].bytes->begin(), reads[index].bytes->end());
+    }
+    result.latents.resize(static_cast<std::size_t>(out.latents.numel()));
+    std::memcpy(result.latents.data(), reads[latents_read].bytes->data(), reads[latents_read].bytes->size());
+
+    // Earliest stage first, so the message names where it started.
+    const nn::WeightIndex& weights = pipeline_->models().weights;
+    auto bad = [&](int slot) -> std::int64_t { return slot < 0 ? 0 : nn::NonFiniteCounts::count(reads[0], slot); };
+    if (bad(text_slot)) {
+      pipeline_->prompt_cache().clear();  // never reuse a broken embedding
+      fail_non_finite(ctx, bad(text_slot), *out.text_hidden, "the text encoder", "the prompt embedding", weights,
+                      {"text_encoder."}, non_finite);
+    }
+    const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
+                                  (out.timesteps_run.size() == 1 ? "" : "s") + ")";
+    // img2img latents also went through an encoder: its weights are suspects too.
+    std::vector<std::string> latent_weights{"unet."};
+    if (request.init_image)
+      latent_weights.insert(latent_weights.end(), {"vae.encoder.", "vae.quant_conv.", "taesd.encoder."});
+    if (bad(latents_slot))
+      fail_non_finite(ctx, bad(latents_slot), out.latents, unet_what, "the final latents", weights, latent_weights,
+                      non_finite);
+    if (bad(vae_slot))
+      fail_non_finite(ctx, bad(vae_slot), out.image_vae, "the VAE decoder", "the image", weights,
+                      {"vae.decoder.", "vae.post_quant_conv."}, non_finite);
+    if (bad(taesd_slot))
+      fail_non_finite(ctx, bad(taesd_slot), out.image_taesd, "the TAESD decoder", "the image", weights,
+                      {"taesd.decoder."}, non_finite);
+
+    const std::vector<cl::KernelTiming> recorded = ctx.collect_timings();  // the queue is idle: no wait
+    ctx.set_recording(false);
+    pipeline::add_stage_timings(recorded, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
     // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
     if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");
     close_stage({});
@@ -366,6 +380,12 @@ const ModelSummary& Engine::model() const {
 }
 const LoadTimings& Engine::load_timings() const {
   return impl_->load_;
+}
+bool Engine::tensor_cores() const {
+  if (!impl_->ctx_) return false;
+  const cl::Context& ctx = *impl_->ctx_;
+  return ctx.tuning().tensor_core_path(impl_->options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx &&
+         !ctx.tuning().ptx_rejected();
 }
 
 std::vector<PngText> Engine::png_metadata(const Request& request, const Result& result, bool tiny_image) const {

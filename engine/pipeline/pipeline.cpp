@@ -120,7 +120,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook, const
     // diffusers prepare_latents: randn(shape, generator) * init_noise_sigma, in float32.
     std::vector<float> noise = generator.randn(n);
     for (float& v : noise) v *= out.schedule.init_noise_sigma;
-    latents = nn::upload(ctx_, noise, shape);
+    latents = nn::upload_async(ctx_, noise, shape);  // no wait for the text encoder
   }
 
   const int steps_run = out.schedule.num_steps() - out.begin_index;

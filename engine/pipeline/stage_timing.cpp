@@ -1,5 +1,6 @@
 #include "pipeline/stage_timing.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -20,7 +21,11 @@ void StageFences::mark(const std::string& ended) {
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
                        std::vector<KernelProfileEntry>* profile) {
   std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
+  double first = 0, last = 0;
   for (const auto& k : recorded) {
+    if (t.device_busy_ms == 0 || k.start_ms < first) first = k.start_ms;
+    last = std::max(last, k.start_ms + k.duration_ms);
+    t.device_busy_ms += k.duration_ms;
     if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
       switch (s->stage) {
         case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
@@ -47,6 +52,7 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
       entry.total_ms += k.duration_ms;
     }
   }
+  t.device_span_ms = recorded.empty() ? 0.0 : last - first;
   if (profile)
     for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
 }

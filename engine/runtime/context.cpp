@@ -16,7 +16,9 @@ Buffer::Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool
   if (tag_.requested == 0) tag_.requested = bytes_;
 }
 
-Buffer::~Buffer() { give_back(); }
+Buffer::~Buffer() {
+  give_back();
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -43,9 +45,12 @@ std::string device_build_defines(const DeviceInfo& info) {
   std::string defines = "-cl-mad-enable";
   const std::string vendor = info.vendor + " " + info.platform_name;
   auto has = [&](const char* s) { return vendor.find(s) != std::string::npos; };
-  if (has("NVIDIA")) defines += " -DSDT_VENDOR_NVIDIA=1";
-  else if (has("Advanced Micro Devices") || has("AMD")) defines += " -DSDT_VENDOR_AMD=1";
-  else if (has("Intel")) defines += " -DSDT_VENDOR_INTEL=1";
+  if (has("NVIDIA"))
+    defines += " -DSDT_VENDOR_NVIDIA=1";
+  else if (has("Advanced Micro Devices") || has("AMD"))
+    defines += " -DSDT_VENDOR_AMD=1";
+  else if (has("Intel"))
+    defines += " -DSDT_VENDOR_INTEL=1";
   if (has("Portable Computing Language") || info.platform_name.find("PoCL") != std::string::npos)
     defines += " -DSDT_POCL=1";
   if (info.fp16) defines += " -DSDT_HAS_FP16=1";
@@ -154,7 +159,8 @@ Buffer Context::persistent(std::size_t bytes) {
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
   auto* state = new std::pair<std::weak_ptr<PoolState>, std::size_t>(pool_, bytes);
-  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS) delete state;
+  if (clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state) != CL_SUCCESS)
+    delete state;
   else {
     std::lock_guard lock(pool_->mutex);
     pool_->note_persistent(static_cast<std::int64_t>(bytes));
@@ -188,6 +194,21 @@ void Context::reset_peak() {
   pool_->reset_peak();
 }
 
+cl_mem Context::zeroed_counters(std::size_t count) {
+  if (count > counters_count_) {
+    const std::size_t n = std::max<std::size_t>(count, 1024);
+    cl_int status = CL_SUCCESS;
+    MemHandle fresh(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, n * sizeof(cl_int), nullptr, &status));
+    check(status, "clCreateBuffer", std::to_string(n) + " counters");
+    const cl_int zero = 0;
+    check(clEnqueueFillBuffer(queue_.get(), fresh.get(), &zero, sizeof zero, 0, n * sizeof zero, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer", "zeroing counters");
+    counters_ = std::move(fresh);
+    counters_count_ = n;
+  }
+  return counters_.get();
+}
+
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
@@ -196,6 +217,34 @@ void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, s
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
+}
+
+namespace {
+void CL_CALLBACK release_read(cl_event, cl_int, void* user) {
+  delete static_cast<std::shared_ptr<std::vector<unsigned char>>*>(user);
+}
+}  // namespace
+
+Context::PendingRead Context::read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset) {
+  PendingRead read{std::make_shared<std::vector<unsigned char>>(bytes), {}};
+  cl_event event = nullptr;
+  check(
+      clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_FALSE, offset, bytes, read.bytes->data(), 0, nullptr, &event),
+      "clEnqueueReadBuffer", std::to_string(bytes) + " bytes (queued)");
+  read.event = EventHandle(event);
+  // The copy keeps its memory until it completes; without a callback the memory is kept for good (a small leak
+  // on a driver that refuses callbacks, never a write into freed memory).
+  auto* keep = new std::shared_ptr<std::vector<unsigned char>>(read.bytes);
+  if (clSetEventCallback(event, CL_COMPLETE, release_read, keep) != CL_SUCCESS) (void)keep;
+  return read;
+}
+
+double Context::device_ms(cl_event event) {
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) != CL_SUCCESS ||
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS || end < start)
+    return 0.0;
+  return static_cast<double>(end - start) * 1e-6;
 }
 
 void Context::finish() {
@@ -243,8 +292,8 @@ void Context::wait(cl_event event, std::string_view what) {
   auto pause = std::chrono::microseconds(5);
   cl_int status = CL_QUEUED;
   for (;;) {
-    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
-          "clGetEventInfo", what);
+    check(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr), "clGetEventInfo",
+          what);
     if (status <= CL_COMPLETE) break;  // CL_COMPLETE (0) or an error (negative)
     if (std::chrono::steady_clock::now() - start > watchdog_) {
       hung_ = true;
@@ -307,6 +356,13 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event)});
   }
   check(status, "clEnqueueNDRangeKernel", kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_));
+  // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
+  // leave the device idle while the host enqueues the first hundreds of launches of a generation.
+  constexpr int kFlushEvery = 32;
+  if (++unflushed_ >= kFlushEvery) {
+    unflushed_ = 0;
+    check(clFlush(queue_.get()), "clFlush", "after " + std::to_string(kFlushEvery) + " launches");
+  }
 }
 
 std::vector<KernelTiming> Context::collect_timings() {

@@ -80,13 +80,15 @@ struct Range {
 };
 
 // Rounds `n` up to a multiple of `multiple`.
-constexpr std::size_t round_up(std::size_t n, std::size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+constexpr std::size_t round_up(std::size_t n, std::size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
 
 // One profiled kernel execution.
 struct KernelTiming {
-  std::string stage;   // the stage label active when it was enqueued
-  std::string kernel;  // kernel function name
-  double start_ms = 0; // relative to the first event collected
+  std::string stage;    // the stage label active when it was enqueued
+  std::string kernel;   // kernel function name
+  double start_ms = 0;  // relative to the first event collected
   double duration_ms = 0;
 };
 
@@ -122,6 +124,16 @@ class Context {
   void write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset = 0);
   // Blocking device → host copy; this is a synchronisation point.
   void read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
+  // The same copy queued behind the work already enqueued, without waiting, into host memory the copy owns until
+  // it has completed: a queue abandoned after a failure may still run it later, after the caller gave up on it.
+  // Its bytes are valid once the queue has passed it (finish()); device_ms(event) gives its duration.
+  struct PendingRead {
+    std::shared_ptr<std::vector<unsigned char>> bytes;
+    EventHandle event;
+  };
+  PendingRead read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset = 0);
+  // The device time of a completed command's event (profiling), 0 when the driver gives none.
+  static double device_ms(cl_event event);
   // Frees every pooled buffer not in use (after an out-of-memory error, or to give memory back).
   void trim_pool();
   // Marks the boundary between two generations: call where no large pooled buffer is alive and the queue is
@@ -130,6 +142,10 @@ class Context {
   void settle_pool();
   MemoryStats memory() const;
   void reset_peak();
+  // A device buffer of at least `count` 32-bit counters that are zero whenever no kernel runs: a kernel that
+  // counts in it (gemm_tc's fused split-K) sets back to zero what it used. Grown on demand (the buffer changes
+  // then; earlier launches keep the old one alive), outside the pool and the memory statistics.
+  cl_mem zeroed_counters(std::size_t count);
 
   // ---- programs and kernels ----
   // Kernel `name` from program kernels/<program>.cl built with `options` (appended to the device defines).
@@ -179,7 +195,7 @@ class Context {
   void set_arg(cl_kernel kernel, cl_uint index, const Buffer& buffer);
   void set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local);
   template <typename T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   void set_arg(cl_kernel kernel, cl_uint index, const T& value) {
     check(clSetKernelArg(kernel, index, sizeof(T), &value), "clSetKernelArg", kernel_name(kernel));
   }
@@ -198,6 +214,8 @@ class Context {
   std::unordered_map<std::string, KernelHandle> kernels_;
   std::unordered_map<cl_kernel, std::string> kernel_names_;
   std::shared_ptr<PoolState> pool_;
+  MemHandle counters_;
+  std::size_t counters_count_ = 0;
   std::chrono::milliseconds watchdog_{0};
   bool hung_ = false;
   // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
@@ -205,6 +223,7 @@ class Context {
 
   std::string stage_;
   bool recording_ = false;
+  int unflushed_ = 0;  // launches enqueued since the last flush
   struct Recorded {
     std::string stage;
     std::string kernel;

@@ -37,6 +37,9 @@ const TuningRow kTable[] = {
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
         .gemm = {.linear = {128, 64, 32, 8, 4}, .conv = {64, 64, 32, 4, 4}},
+        // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
+        // 64 keys, 46 with 2 warps, 42 with 8); the fused split-K sum stays off: slower on the H200 wherever K is
+        // split (UNet 1280 @16x16: 45 TFLOP/s against 80 with the reduce launch). docs/bench/2026-12-01-k16-*.
         .tensor_cores = {.ptx = true},
         .attention = {.keys64 = true},
         .split_k = {},
@@ -133,6 +136,26 @@ bool AttentionConfig::valid() const {
   return bq % sq == 0 && bk % sk == 0 && bq % oq == 0 && dc % od == 0 && oq * od == sq * sk && bq <= sq * sk;
 }
 
+std::size_t AttentionTcConfig::local_bytes(int head_dim, bool emulated) const {
+  // attention_tc.cl: Q [bq][dp/2 + 4], K [bk][dp/2 + 4], Vᵀ [dp][bk/2 + 4] words; emulated: P [bq][bk/2 + 4] words
+  // and two floats per work-item.
+  const std::size_t dp = (static_cast<std::size_t>(head_dim) + 15) / 16 * 16;
+  const std::size_t ldq = dp / 2 + 4, ldv = static_cast<std::size_t>(bk) / 2 + 4;
+  std::size_t words = static_cast<std::size_t>(bq()) * ldq + static_cast<std::size_t>(bk) * ldq + dp * ldv;
+  if (emulated) words += static_cast<std::size_t>(bq()) * ldv + 2u * static_cast<std::size_t>(threads());
+  return words * 4;
+}
+
+std::string AttentionTcConfig::defines(int head_dim) const {
+  std::ostringstream s;
+  s << "-DHEAD_DIM=" << head_dim << " -DATT_TC_WARPS=" << warps << " -DATT_TC_BK=" << bk;
+  return s.str();
+}
+
+bool AttentionTcConfig::valid() const {
+  return warps >= 1 && warps <= 16 && bk >= 16 && bk % 16 == 0;
+}
+
 // ---- the table ----------------------------------------------------------------------------------------------
 
 bool DeviceMatch::matches(const DeviceInfo& info) const {
@@ -202,6 +225,22 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
   effective_.attention = pick(explicit_.attention, environment_.attention);
   effective_.attention_block_bytes = pick(explicit_.attention_block_bytes, environment_.attention_block_bytes);
+  effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
+  effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
+}
+
+TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
+  TensorCoreFeatures f{ldmatrix_.value_or(0), row_->tensor_cores.fused_splitk};
+  if (effective_.tensor_core_features) f = *effective_.tensor_core_features;
+  if (!ptx) f.ldmatrix = 0;
+  return f;
+}
+
+AttentionTcConfig Tuning::attention_tc(int head_dim, bool emulated) const {
+  if (effective_.attention_tc) return *effective_.attention_tc;
+  for (const AttentionTcConfig& c : row_->tensor_cores.attention)
+    if (fits(c.threads(), c.local_bytes(head_dim, emulated))) return c;
+  return std::end(row_->tensor_cores.attention)[-1];
 }
 
 bool Tuning::fits(int threads, std::size_t local_bytes) const {

@@ -82,8 +82,32 @@ struct AttentionConfig {
   bool valid() const;
   bool operator==(const AttentionConfig&) const = default;
 };
-// Heads up to this wide run in kernels/attention.cl; wider ones (the VAE's 512) as blocked GEMMs.
+// Heads up to this wide run in kernels/attention.cl (or attention_tc.cl); wider ones (the VAE's 512) as blocked
+// GEMMs.
 inline constexpr int kMaxFlashHeadDim = 128;
+
+// kernels/attention_tc.cl (flash attention on tensor cores, models with fp16 weights): 16 queries per warp, warps
+// warps, bk keys per step.
+struct AttentionTcConfig {
+  int warps = 4, bk = 32;
+  int bq() const { return 16 * warps; }
+  int threads() const { return 32 * warps; }
+  // Local memory of the kernel built for this head width; the emulated kernel also holds P and a quad scratch.
+  std::size_t local_bytes(int head_dim, bool emulated) const;
+  std::string defines(int head_dim) const;
+  bool valid() const;
+  bool operator==(const AttentionTcConfig&) const = default;
+};
+
+// What gemm_tc.cl uses beyond mma.sync.
+struct TensorCoreFeatures {
+  // 0: fragments through plain local loads; 1 / 2: through ldmatrix, with the local address as it is / converted by
+  // cvta.to.shared (whichever kernels/tc_probe.cl finds right on the device, once; PTX only).
+  int ldmatrix = 0;
+  // Split K summed by the last slice of each tile (FUSED_SPLITK) instead of a reduce launch.
+  bool fused_splitk = false;
+  bool operator==(const TensorCoreFeatures&) const = default;
+};
 
 // ---- the table: what differs between devices, one struct per family -------------------------------------------
 
@@ -98,6 +122,10 @@ struct TensorCoreRow {
   TcConfig big{128, 128, 2, 4};  // k×k convolutions, and products whose big tiles alone fill the device
   TcConfig small{64, 64, 2, 2};  // the rest, and every product with 64 outputs or fewer along an axis
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
+  // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
+  bool fused_splitk = false;
+  // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
+  AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
 
 struct AttentionRow {
@@ -139,8 +167,10 @@ struct TuningOverrides {
   std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
-  std::optional<AttentionConfig> attention = {};          // flash attention, for heads up to its dc wide
-  std::optional<std::size_t> attention_block_bytes = {};  // the wide-head attention's score block (0: the row's)
+  std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
+  std::optional<std::size_t> attention_block_bytes = {};        // the wide-head attention's score block (0: the row's)
+  std::optional<AttentionTcConfig> attention_tc = {};           // attention_tc.cl, for every head width
+  std::optional<TensorCoreFeatures> tensor_core_features = {};  // ldmatrix (PTX only) and the fused split-K sum
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
@@ -182,6 +212,15 @@ class Tuning {
   // The driver's compiler refused gemm_tc.cl's PTX: every later product runs gemm.cl (said once, by the caller).
   bool ptx_rejected() const { return ptx_rejected_; }
   void reject_ptx() { ptx_rejected_ = true; }
+  // The ldmatrix mode kernels/tc_probe.cl found on this device (nullopt: not probed yet); the nn layer probes.
+  std::optional<int> ldmatrix_probed() const { return ldmatrix_; }
+  void set_ldmatrix_probed(int mode) { ldmatrix_ = mode; }
+  // What gemm_tc uses: the override, else the probed ldmatrix mode (0 for the emulated kernel or before the
+  // probe) and the row's fused split-K choice.
+  TensorCoreFeatures tensor_core_features(bool ptx) const;
+  // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
+  // override, else the first of the row's candidates that fits the device.
+  AttentionTcConfig attention_tc(int head_dim, bool emulated) const;
 
   // Flash attention for heads of this width: the override (when it holds the head), else the first of the row's
   // candidates that fits the device, else attention_fallback().
@@ -199,6 +238,7 @@ class Tuning {
   std::size_t compute_units_;
   bool tensor_cores_;
   bool ptx_rejected_ = false;
+  std::optional<int> ldmatrix_;
   TuningOverrides environment_;
   TuningOverrides explicit_;
   TuningOverrides effective_;  // explicit_ where set, else environment_

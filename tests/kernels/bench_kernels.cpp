@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #include "kernel_test_util.hpp"
 
@@ -172,5 +173,133 @@ TEST(KernelBench, DISABLED_ReportsThroughputAtSdTurboShapes) {
     report("upsample 320x64x64", time_op(ctx, [&] { nn::upsample_nearest2x(ctx, map); }), 0, 5.0 * 4 * 320 * 64 * 64);
     const nn::Tensor tokens = random_tensor(ctx, {320, 4096}, 18);
     report("transpose 320x4096", time_op(ctx, [&] { nn::transpose(ctx, tokens); }), 0, 2.0 * 4 * 320 * 4096);
+  }
+}
+
+// The tensor-core kernels' choices side by side at SD-Turbo's 512×512 shapes (fp16 weights): the automatic tile
+// and features, then one feature or tile changed at a time; attention in fp32 and on tensor cores in each tile.
+// GPU only (the emulated kernels would take hours on a CPU). Each cell: TFLOP/s (mean of kKernelBenchRuns).
+TEST(KernelBench, DISABLED_TensorCoreVariants) {
+  auto& ctx = test::kernel_context();
+  if (!ctx.tuning().device_has_tensor_cores()) GTEST_SKIP() << "no tensor cores on " << ctx.info().name;
+  using cl::TcConfig;
+  using cl::TensorCoreFeatures;
+  const TensorCoreFeatures probed = nn::detail::tensor_core_features(ctx, true);
+  std::printf("  device: %s; probed features: ldmatrix mode %d, fused split-K %d\n", ctx.info().name.c_str(),
+              probed.ldmatrix, probed.fused_splitk ? 1 : 0);
+  struct Variant {
+    const char* name;
+    std::optional<TcConfig> tile;
+    TensorCoreFeatures features;
+  };
+  const std::vector<Variant> variants = {
+      {"auto", std::nullopt, probed},
+      {"no-ldsm", std::nullopt, {0, probed.fused_splitk}},
+      {"no-fuse", std::nullopt, {probed.ldmatrix, false}},
+      {"64x64", TcConfig{64, 64, 2, 2}, probed},
+      {"128x128/4w", TcConfig{128, 128, 2, 2}, probed},
+      {"128x128/8w", TcConfig{128, 128, 2, 4}, probed},
+      {"128x256/8w", TcConfig{128, 256, 2, 4}, probed},
+      {"256x128/8w", TcConfig{256, 128, 4, 2}, probed},
+  };
+  std::printf("  %-36s", "case (TFLOP/s)");
+  for (const auto& v : variants) std::printf(" %11s", v.name);
+  std::printf("\n");
+  auto row = [&](const std::string& name, double flops, const std::function<void()>& op) {
+    if (!selected(name)) return;
+    std::printf("  %-36s", name.c_str());
+    for (const auto& v : variants) {
+      test::TensorCorePathScope path(cl::TensorCores::Ptx, v.tile);
+      test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = v.features; });
+      const double ms = time_op(ctx, op);
+      std::printf(" %11.1f", flops / ms * 1e-9);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  struct Conv {
+    const char* name;
+    int C, H, W, O, k, stride;
+    bool up;
+  };
+  for (const Conv& c : {Conv{"unet conv 320 @64x64", 320, 64, 64, 320, 3, 1, false},
+                        Conv{"unet conv 640 @32x32", 640, 32, 32, 640, 3, 1, false},
+                        Conv{"unet conv 1280 @16x16", 1280, 16, 16, 1280, 3, 1, false},
+                        Conv{"unet conv 1280 @8x8", 1280, 8, 8, 1280, 3, 1, false},
+                        Conv{"unet downsample 320 @64x64", 320, 64, 64, 320, 3, 2, false},
+                        Conv{"unet shortcut 1x1 960->320 @64", 960, 64, 64, 320, 1, 1, false},
+                        Conv{"vae conv 512 @64x64", 512, 64, 64, 512, 3, 1, false},
+                        Conv{"vae conv 512 @128x128", 512, 128, 128, 512, 3, 1, false},
+                        Conv{"vae conv 256 @256x256", 256, 256, 256, 256, 3, 1, false},
+                        Conv{"vae conv 128 @512x512", 128, 512, 512, 128, 3, 1, false},
+                        Conv{"vae conv_out 128->3 @512x512", 128, 512, 512, 3, 3, 1, false},
+                        Conv{"vae upsample+conv 512 @64->128", 512, 64, 64, 512, 3, 1, true}}) {
+    const nn::Tensor x = random_tensor(ctx, {c.C, c.H, c.W}, 21);
+    const nn::Tensor w = random_weight(ctx, {c.O, c.C, c.k, c.k}, DType::F16, 22);
+    const nn::Tensor b = random_weight(ctx, {c.O}, DType::F16, 23);
+    nn::ConvGeometry g;
+    g.stride = c.stride;
+    g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = c.k / 2;
+    g.upsample2x = c.up;
+    const int u = c.up ? 2 : 1;
+    const double oh = (c.H * u + 2 * (c.k / 2) - c.k) / c.stride + 1,
+                 ow = (c.W * u + 2 * (c.k / 2) - c.k) / c.stride + 1;
+    row(c.name, 2.0 * c.O * oh * ow * c.C * c.k * c.k, [&] { nn::conv2d(ctx, x, w, &b, g); });
+  }
+  struct Lin {
+    const char* name;
+    int M, K, N;
+  };
+  for (const Lin& l :
+       {Lin{"linear text qkv 77x1024->1024", 77, 1024, 1024}, Lin{"linear text fc1 77x1024->4096", 77, 1024, 4096},
+        Lin{"linear text fc2 77x4096->1024", 77, 4096, 1024}, Lin{"linear unet proj 4096x320->320", 4096, 320, 320},
+        Lin{"linear unet geglu 4096x320->2560", 4096, 320, 2560},
+        Lin{"linear unet ff out 4096x1280->320", 4096, 1280, 320},
+        Lin{"linear unet cross kv 77x1024->1280", 77, 1024, 1280},
+        Lin{"linear unet proj 256x1280->1280", 256, 1280, 1280}}) {
+    const nn::Tensor x = random_tensor(ctx, {l.M, l.K}, 24);
+    const nn::Tensor w = random_weight(ctx, {l.N, l.K}, DType::F16, 25);
+    const nn::Tensor b = random_weight(ctx, {l.N}, DType::F16, 26);
+    row(l.name, 2.0 * l.M * l.N * l.K, [&] { nn::linear(ctx, x, w, &b); });
+  }
+
+  // Attention: the fp32 flash kernel against fp16 products in each attention_tc tile (TFLOP/s).
+  using cl::AttentionTcConfig;
+  const std::vector<std::pair<const char*, std::optional<AttentionTcConfig>>> tiles = {
+      {"fp32", std::nullopt},
+      {"tc auto", std::nullopt},
+      {"tc 2w/64k", AttentionTcConfig{2, 64}},
+      {"tc 4w/32k", AttentionTcConfig{4, 32}},
+      {"tc 8w/64k", AttentionTcConfig{8, 64}}};
+  std::printf("  %-36s", "attention (TFLOP/s)");
+  for (const auto& t : tiles) std::printf(" %11s", t.first);
+  std::printf("\n");
+  struct Att {
+    const char* name;
+    int Tq, Tk, heads, D;
+    bool causal;
+  };
+  for (const Att& a :
+       {Att{"text self 77 16x64 causal", 77, 77, 16, 64, true}, Att{"unet self 4096 5x64", 4096, 4096, 5, 64, false},
+        Att{"unet cross 4096x77 5x64", 4096, 77, 5, 64, false}, Att{"unet self 1024 10x64", 1024, 1024, 10, 64, false},
+        Att{"unet self 256 20x64", 256, 256, 20, 64, false}, Att{"vae mid 4096 1x512", 4096, 4096, 1, 512, false}}) {
+    if (!selected(std::string("attention ") + a.name)) continue;
+    const nn::Tensor q = random_tensor(ctx, {a.Tq, a.heads * a.D}, 27);
+    const nn::Tensor k = random_tensor(ctx, {a.Tk, a.heads * a.D}, 28);
+    const nn::Tensor v = random_tensor(ctx, {a.Tk, a.heads * a.D}, 29);
+    const double pairs = a.causal ? 0.5 * a.Tq * (a.Tq + 1.0) : double(a.Tq) * a.Tk;
+    std::printf("  %-36s", a.name);
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      if (i > 1 && a.D > nn::detail::kMaxFlashHeadDim) {
+        std::printf(" %11s", "-");
+        continue;
+      }
+      test::TuningScope tile(ctx, [&](cl::TuningOverrides& o) { o.attention_tc = tiles[i].second; });
+      const DType weights = i == 0 ? DType::F32 : DType::F16;
+      const double ms = time_op(ctx, [&] { nn::attention(ctx, q, k, v, a.heads, a.causal, weights); });
+      std::printf(" %11.1f", 4.0 * pairs * a.D * a.heads / ms * 1e-9);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
   }
 }

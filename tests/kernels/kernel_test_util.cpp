@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "runtime/cl_error.hpp"
 
@@ -35,6 +36,14 @@ HostWeight make_weight(cl::Context& ctx, const std::vector<float>& host, std::ve
   w.values = storage == nn::DType::F16 ? ref::round_to_half(host) : host;
   w.tensor = nn::upload_weight(ctx, host, std::move(shape), storage);
   return w;
+}
+
+void parallel_rows(int rows, const std::function<void(int, int)>& part) {
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  std::vector<std::thread> pool;
+  const int per = (rows + threads - 1) / threads;
+  for (int begin = 0; begin < rows; begin += per) pool.emplace_back(part, begin, std::min(rows, begin + per));
+  for (auto& t : pool) t.join();
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& expected, double rtol,

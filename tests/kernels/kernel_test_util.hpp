@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/ops.hpp"
+#include "nn/ops_internal.hpp"
 #include "reference.hpp"
 #include "sdt/error.hpp"
 #include "test_common.hpp"
@@ -43,6 +46,31 @@ void expect_close(cl::Context& ctx, const nn::Tensor& out, const std::vector<flo
                   const std::string& label, double atol = 0);
 void expect_close(const std::vector<float>& got, const std::vector<float>& expected, double rtol,
                   const std::string& label, double atol = 0);
+
+// Sets a tensor-core path (nullopt: the automatic choice) and a gemm_tc tile configuration (nullopt: the automatic
+// one) on the kernel tests' context for one scope, then restores what was set before.
+class TensorCorePathScope {
+ public:
+  explicit TensorCorePathScope(std::optional<cl::TensorCores> path, std::optional<cl::TcConfig> config = std::nullopt)
+      : pin_(kernel_context(), [&](cl::TuningOverrides& o) {
+          o.tensor_cores = path;
+          o.tensor_core_tiles = config;
+        }) {}
+
+ private:
+  TuningScope pin_;
+};
+
+// Runs `part(begin, end)` for slices of [0, rows) on every core (reference loops at SD-Turbo's shapes).
+void parallel_rows(int rows, const std::function<void(int, int)>& part);
+
+// Skips the calling test unless the test device runs the inline-PTX tensor-core kernels.
+#define REQUIRE_TENSOR_CORES()                                                                                    \
+  do {                                                                                                            \
+    if (!test::kernel_context().tuning().device_has_tensor_cores())                                               \
+      GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                             \
+                   << " (needs an NVIDIA GPU of compute capability >= 8); the emulated kernels cover the tiling"; \
+  } while (0)
 
 // Runs `op` and checks it throws sdt::Error whose message names `op_name` and each of `mentions`.
 template <typename F>

@@ -111,6 +111,13 @@ ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool
   return s;
 }
 
+// The VAE encoder's Downsample2D: stride 2, one row and column of zeros at the bottom and right only.
+ref::ConvShape conv_asymmetric(int C, int H, int W, int O) {
+  ref::ConvShape s = conv(C, H, W, O, 3, 2, 0);
+  s.pad_bottom = s.pad_right = 1;
+  return s;
+}
+
 void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, bool residual = false) {
   auto& ctx = test::kernel_context();
   const float wb = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));
@@ -149,12 +156,28 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
   test::expect_close(ctx, y, expected, kRtol, label);
 }
 
-#define REQUIRE_TENSOR_CORES()                                                                                      \
-  do {                                                                                                              \
-    if (!test::kernel_context().tuning().device_has_tensor_cores())                                                 \
-      GTEST_SKIP() << "no tensor-core path on " << test::kernel_context().info().name                               \
-                   << " (needs an NVIDIA GPU of compute capability >= 8); TensorCoreTiles.* cover the tiling here"; \
-  } while (0)
+// Runs one split product twice, with the split-K sum fused into the kernel and with the reduce launch, and
+// returns both outputs (they must be the same bits: the same sums in the same order).
+std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, bool conv, bool ptx) {
+  auto& ctx = test::kernel_context();
+  test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
+  const auto x_host = uniform(conv ? 40 * 6 * 7 : 77 * 300, 620, 1.0f);
+  const nn::Tensor x = conv ? nn::upload(ctx, x_host, {40, 6, 7}) : nn::upload(ctx, x_host, {77, 300});
+  const auto w = conv ? test::make_weight(ctx, uniform(33 * 40 * 9, 621, 0.05f), {33, 40, 3, 3}, DType::F16)
+                      : test::make_weight(ctx, uniform(130 * 300, 621, 0.05f), {130, 300}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(conv ? 33 : 130, 622, 0.1f), {conv ? 33 : 130}, DType::F16);
+  std::vector<float> out[2];
+  const int ldmatrix = nn::detail::tensor_core_features(ctx, ptx).ldmatrix;
+  for (bool fused : {true, false}) {
+    test::TuningScope features(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_core_features = nn::detail::TensorCoreFeatures{ldmatrix, fused};
+    });
+    const nn::Tensor y =
+        conv ? nn::conv2d(ctx, x, w.tensor, &b.tensor, 1, 1) : nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU);
+    out[fused ? 0 : 1] = nn::download(ctx, y);
+  }
+  return {out[0], out[1]};
+}
 
 const TcConfig kBig{128, 128, 2, 4};
 const TcConfig kSmall{64, 64, 2, 2};
@@ -235,6 +258,42 @@ TEST(TensorCores, MatchFp16ReferenceAtOddShapesInBothTileConfigurations) {
     check_conv("3x3-no-pad", conv(5, 6, 11, 66, 3, 1, 0), 529, true);
     check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 530);
     check_conv("129-channels", conv(129, 11, 13, 131, 3, 1, 1), 531);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 532);
+  }
+}
+
+TEST(TensorCores, FusedSplitKIsTheReduceKernelsBitForBitOnEveryRun) {
+  // The last-arriving slice sums the tile: a missing fence or a stale read would show up as different bits
+  // between runs or against the reduce kernel.
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  for (bool conv : {false, true})
+    for (int run = 0; run < 10; ++run) {
+      const auto [fused, reduced] = fused_and_reduced(7, conv, true);
+      ASSERT_EQ(fused, reduced) << (conv ? "conv" : "linear") << ", run " << run;
+    }
+}
+
+TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
+  // ldmatrix in the mode the probe found, plain loads, and the fused split-K sum, in both tiles.
+  REQUIRE_TENSOR_CORES();
+  auto& ctx = test::kernel_context();
+  const nn::detail::TensorCoreFeatures probed = nn::detail::tensor_core_features(ctx, true);
+  std::printf("  probed: ldmatrix mode %d, fused split-K %d\n", probed.ldmatrix, probed.fused_splitk ? 1 : 0);
+  EXPECT_NE(probed.ldmatrix, 0) << "ldmatrix should work on a GPU of compute capability >= 8";
+  for (const nn::detail::TensorCoreFeatures f :
+       {nn::detail::TensorCoreFeatures{0, false}, nn::detail::TensorCoreFeatures{0, true},
+        nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
+    test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
+    SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
+    for (const TcConfig& config : {kBig, kSmall}) {
+      PathScope ptx(TensorCores::Ptx, config);
+      check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 550);
+      check_linear({"odd", 13, 127, 37}, 551);
+      check_conv("unet-resnet-640@16x16", conv(640, 16, 16, 640, 3, 1, 1), 552, true);
+      check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 553);
+      check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 554);
+    }
   }
 }
 
@@ -263,6 +322,7 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
     check_conv("odd-stride2-1x1", conv(13, 7, 9, 5, 1, 2, 0), 603);
     check_conv("1x1", conv(40, 9, 15, 70, 1, 1, 0), 604, true);
     check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 605);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 608);
   }
   PathScope emulated(TensorCores::Emulated, kBig);
   check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 606);
@@ -277,6 +337,15 @@ TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
     check_linear({"split", 77, 300, 130, true, Act::SiLU, true}, 610);
     check_linear({"split-fp32-bias", 20, 200, 24, true, Act::None, false}, 611, DType::F32);
     check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 612, true);
+  }
+}
+
+TEST(TensorCoreTiles, FusedSplitKSumIsTheReduceKernelsBitForBit) {
+  PathScope emulated(TensorCores::Emulated, kSmall);
+  for (bool conv : {false, true}) {
+    const auto [fused, reduced] = fused_and_reduced(5, conv, false);
+    ASSERT_EQ(fused.size(), reduced.size());
+    EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
   }
 }
 

@@ -100,7 +100,11 @@ struct StageTimings {
   std::vector<double> unet_step_ms;
   double vae_decode_ms = 0;
   double taesd_decode_ms = 0;
-  double readback_ms = 0;
+  double readback_ms = 0;  // device time of the copies to the host (images, latents, the NaN checks' counts)
+  // Device time of every kernel of this call summed, and from the first kernel's start to the last one's end:
+  // total_ms minus device_busy_ms is the host's share (launches, waits, anything the device waited for).
+  double device_busy_ms = 0;
+  double device_span_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;         // host clock around the whole generate() call
   std::uint64_t peak_device_bytes = 0;
@@ -199,6 +203,9 @@ class Engine {
   const DeviceInfo& device() const;
   const ModelSummary& model() const;
   const LoadTimings& load_timings() const;
+  // Whether the matrix products run on tensor cores (fp16 weights on an NVIDIA GPU of compute capability 8 or
+  // later whose compiler took the kernels' PTX), with fp16 operands and fp32 accumulation.
+  bool tensor_cores() const;
 
   // The A1111-style "parameters" text and our JSON ("sdturbo") for a result, for the PNG chunks (the schema:
   // sdt/png_metadata.hpp). `tiny_image`: for the TAESD image of a Both request (its metadata names the decoder
