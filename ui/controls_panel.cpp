@@ -106,6 +106,13 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(generate_, 3);
   buttons->addWidget(cancel_, 1);
+  while_typing_ = new QCheckBox(tr("Generate while typing"));
+  while_typing_->setObjectName(QStringLiteral("generate_while_typing"));
+  while_typing_->setToolTip(
+      tr("Make a new image with the same seed a moment after each change; a run in progress is cancelled. Only the "
+         "images you keep (Keep, Ctrl+S) go to the gallery"));
+  while_typing_->setChecked(settings_->generate_while_typing());
+  connect(while_typing_, &QCheckBox::toggled, settings_, &Settings::set_generate_while_typing);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 8, 8, 8);
@@ -115,6 +122,7 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   layout->addWidget(prompt_label);
   layout->addWidget(prompt_, 2);
   layout->addLayout(buttons);
+  layout->addWidget(while_typing_);
   layout->addWidget(progress_);
   layout->addWidget(stage_);
   layout->addWidget(build_image_group());
@@ -133,6 +141,15 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   layout->addStretch(1);
 
   load_from_settings();
+
+  // Every control a request depends on, for generate-while-typing (programmatic changes count too: a restore
+  // from a PNG is a change).
+  connect(prompt_, &QPlainTextEdit::textChanged, this, &ControlsPanel::request_changed);
+  for (QSpinBox* spin : {width_, height_, steps_}) connect(spin, &QSpinBox::valueChanged, this, &ControlsPanel::request_changed);
+  for (QCheckBox* box : {random_seed_, fast_vae_, compare_})
+    connect(box, &QCheckBox::toggled, this, &ControlsPanel::request_changed);
+  connect(seed_, &QLineEdit::textChanged, this, &ControlsPanel::request_changed);
+  connect(init_image_, &InitImagePanel::changed, this, &ControlsPanel::request_changed);
 }
 
 QWidget* ControlsPanel::build_image_group() {

@@ -52,6 +52,8 @@ class ControlsPanel : public QWidget {
   QPlainTextEdit* prompt_edit() const { return prompt_; }
   InitImagePanel* init_image_panel() const { return init_image_; }
   QPushButton* generate_button() const { return generate_; }
+  QCheckBox* while_typing_box() const { return while_typing_; }
+  bool random_seed() const { return random_seed_->isChecked(); }
   QPushButton* cancel_button() const { return cancel_; }
   QLabel* used_seed_label() const { return used_seed_; }
   QProgressBar* progress_bar() const { return progress_; }
@@ -59,6 +61,8 @@ class ControlsPanel : public QWidget {
 
  Q_SIGNALS:
   void generate_requested();
+  // Something a generation depends on changed (prompt, size, steps, seed, decoder, start image, strength).
+  void request_changed();
   void cancel_requested();
   void device_chosen(const QString& selector);
 
@@ -79,6 +83,7 @@ class ControlsPanel : public QWidget {
   QPlainTextEdit* prompt_ = nullptr;
   QPushButton* generate_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QCheckBox* while_typing_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* stage_ = nullptr;
   QComboBox* size_preset_ = nullptr;
