@@ -7,6 +7,8 @@
 # SDT_BENCH_WEIGHTS="fp16" benchmarks one weight storage only (default "fp32 fp16"); SDT_TORCH_PEER=0 skips the
 # PyTorch peer (scripts/torch_peer.py on the same GPU, with the diffusers source the bundle carries);
 # SDT_DEVICE_TESTS=0 skips the correctness checks; SDT_TEST_FILTER narrows them (a gtest filter).
+# SDT_BENCH_OPEN=0 skips the opening of real files (last section), SDT_BENCH_OPEN_ONLY=1 runs only that section
+# (about 3 minutes).
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -23,6 +25,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >
 gpu=$(grep -m1 -i nvidia "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
 gpu=${gpu:-0}
 
+bench=$bundle/bin/sdturbo-bench
+peer_json=""
+if [ "${SDT_BENCH_OPEN_ONLY:-0}" != 1 ]; then
 # Correctness on the GPU first: kernels against C++ loops, models against the diffusers fixtures.
 for t in sdt_test_runtime sdt_test_kernels sdt_test_models sdt_test_pipeline; do
   [ -x "$bundle/bin/$t" ] && [ "${SDT_DEVICE_TESTS:-1}" != 0 ] || continue
@@ -37,7 +42,6 @@ if [ -x "$bundle/bin/sdt_test_kernels" ] && [ "${SDT_KERNEL_BENCH:-1}" != 0 ]; t
   echo "kernel bench: exit $?"
 fi
 
-bench=$bundle/bin/sdturbo-bench
 if [ -x "$bench" ]; then
   cache=$(mktemp -d)
   for weights in ${SDT_BENCH_WEIGHTS:-fp32 fp16}; do
@@ -55,7 +59,6 @@ if [ -x "$bench" ]; then
 fi
 
 # The PyTorch peer in the same call: SD-Turbo's architecture in diffusers' modules, per-stage CUDA-event medians.
-peer_json=""
 if [ "${SDT_TORCH_PEER:-1}" != 0 ] && [ -f "$bundle/torch_peer.py" ] && python3 -c 'import torch' 2>/dev/null; then
   src=""
   if [ -f "$bundle/diffusers-src.tar.gz" ]; then
@@ -67,6 +70,86 @@ if [ "${SDT_TORCH_PEER:-1}" != 0 ] && [ -f "$bundle/torch_peer.py" ] && python3 
   peer_json="$out/torch-peer.json"
 fi
 
+fi  # SDT_BENCH_OPEN_ONLY
+
+# ---- Opening real files (issue 20) ----
+# random:sd-turbo written as an fp32 diffusers folder, an fp16 folder and the fp32 single file (the sizes of
+# stabilityai's files: 5.2 / 2.6 / 5.2 GB) on this machine's disk, then for each layout and weight storage
+# sdturbo-bench --cold: the first start with an empty kernel cache (kernels from source; CUDA's own compute cache
+# empty too) and the second start (kernel cache and page cache warm), each with the open's parts. Then, where the
+# page cache can be dropped, starts from the disk with the disk's read rate (dd, direct I/O) beside them, as many
+# as fit the section's time budget. Everything it writes goes under one folder in /tmp, removed at the end.
+if [ "${SDT_BENCH_OPEN:-1}" != 0 ] && [ -x "$bench" ] && [ -x "$bundle/bin/sdturbo-cli" ]; then
+  section_start=$SECONDS
+  budget=${SDT_BENCH_OPEN_SECONDS:-170}
+  cli=$bundle/bin/sdturbo-cli
+  # SDT_BENCH_OPEN_MODEL=random:tiny SDT_BENCH_OPEN_SIZE=64 try the section out in a minute on any OpenCL device.
+  source_model=${SDT_BENCH_OPEN_MODEL:-random:sd-turbo}
+  size=${SDT_BENCH_OPEN_SIZE:-512}
+  need_kb=15000000
+  [ "$source_model" = random:sd-turbo ] || need_kb=100000
+  free_kb=$(df -Pk /tmp | awk 'NR==2 {print $4}')
+  if [ "${free_kb:-0}" -lt "$need_kb" ]; then
+    echo "open: skipped, /tmp has $((free_kb / 1048576)) GiB free and the three layouts need 13"
+  else
+    models=$(mktemp -d /tmp/sdt-open-XXXXXX)
+    trap 'rm -rf "$models"' EXIT
+    {
+      "$cli" --model "$source_model" --write-model "$models/fp32"
+      "$cli" --model "$source_model" --write-model "$models/fp16" --write-dtype fp16
+      # From the fp32 folder: the same weights, no generation or conversion again.
+      "$cli" --model "$models/fp32" --write-model "$models/single" --layout single-file
+    } >"$out/open-write.txt" 2>&1
+    echo "open: wrote the layouts: exit $? ($(du -sh "$models" | cut -f1), $((SECONDS - section_start)) s)"
+    layout_path() { if [ "$1" = single ]; then echo "$models/single/sd_turbo.safetensors"; else echo "$models/$1"; fi; }
+    for layout in fp32 fp16 single; do
+      for weights in fp16 fp32; do
+        tag=open-$layout-$weights
+        CUDA_CACHE_PATH=$(mktemp -d "$models/cuda-cache-XXXXXX") timeout 60 "$bench" --device "$gpu" \
+          --model "$(layout_path $layout)" --weights "$weights" --width "$size" --height "$size" --cold --runs 0 --warmup 0 \
+          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
+        echo "$tag: exit $? ($((SECONDS - section_start)) s)"
+      done
+    done
+    # From the disk: drop the page cache (root only; refused in many containers), kernel cache warm.
+    if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+      dd if="$models/single/sd_turbo.safetensors" of=/dev/null bs=16M count=128 iflag=direct 2>"$out/open-dd.txt"
+      rate=$(grep -oE '[0-9.,]+ [GM]B/s' "$out/open-dd.txt" | tail -n1)
+      echo "open: disk read rate (dd, direct I/O, 2 GiB): ${rate:-unknown}"
+      kernels=$(mktemp -d "$models/kernels-XXXXXX")
+      for run in fp16:fp16 single:fp32 fp32:fp16 single:fp16 fp32:fp32 fp16:fp32; do
+        layout=${run%%:*} weights=${run##*:}
+        [ $((SECONDS - section_start)) -lt "$budget" ] || { echo "open: time budget reached, no more cold-disk runs"; break; }
+        # The storage's kernels into the cache once (they do not depend on the layout), then the page cache dropped
+        # and one start measured.
+        if [ ! -e "$kernels/.warm-$weights" ]; then
+          timeout 60 "$bench" --device "$gpu" --model "$(layout_path $layout)" --weights "$weights" --width "$size" \
+            --height "$size" --start --runs 0 --warmup 0 --cache-dir "$kernels/$weights" >/dev/null 2>&1 &&
+            touch "$kernels/.warm-$weights"
+        fi
+        sync && echo 3 >/proc/sys/vm/drop_caches
+        tag=open-$layout-$weights-disk
+        timeout 60 "$bench" --device "$gpu" --model "$(layout_path $layout)" --weights "$weights" --width "$size" \
+          --height "$size" --start --runs 0 --warmup 0 --cache-dir "$kernels/$weights" --json "$out/$tag.json" \
+          >"$out/$tag.txt" 2>&1
+        echo "$tag: exit $? ($((SECONDS - section_start)) s)"
+      done
+    else
+      echo "open: the page cache cannot be dropped here (not root, or a container): no cold-disk figures"
+      dd if="$models/single/sd_turbo.safetensors" of=/dev/null bs=16M count=128 iflag=direct 2>"$out/open-dd.txt"
+      echo "open: disk read rate (dd, direct I/O, 2 GiB): $(grep -oE '[0-9.,]+ [GM]B/s' "$out/open-dd.txt" | tail -n1)"
+    fi
+    rm -rf "$models"
+    trap - EXIT
+  fi
+  echo
+  for f in "$out"/open-*.txt; do
+    case $f in *open-write.txt | *open-dd.txt) continue ;; esac
+    echo "== $(basename "$f")"
+    grep -E "start|files checked" "$f"
+  done
+  echo "open section: $((SECONDS - section_start)) s"
+fi
 echo
 for f in "$out"/bench-h200-*.txt; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 25 "$f"; }; done
 [ -n "$peer_json" ] && tail -n 9 "$out/torch-peer.txt"

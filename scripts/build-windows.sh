@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Cross-builds the Qt-free part of SD-Turbo Studio for 64-bit Windows on Debian with mingw-w64, and packs it into
-# the NSIS installer build/win64/SD-Turbo-Studio-<version>-win64.exe (the CLI and the benchmark; the GUI needs Qt
-# for Windows and is built by .github/workflows/windows.yml instead).
+# Cross-builds SD-Turbo Studio for 64-bit Windows on Debian with mingw-w64 and packs it into the NSIS installer
+# build/win64/SD-Turbo-Studio-<version>-win64.exe: the desktop app (sdturbo.exe with its Qt DLLs and plugins), the
+# CLI and the benchmark.
 #
 #   scripts/build-windows.sh            set up (Debian packages), build the dependencies once, build, pack
 #   scripts/build-windows.sh --no-setup skip scripts/setup-windows.sh (packages already installed)
-#   scripts/build-windows.sh --clean    rebuild the dependency prefix and the build folder from scratch
+#   scripts/build-windows.sh --clean    rebuild the build folder and the small dependencies from scratch (the Qt
+#                                       build is kept: scripts/build-qt-windows.sh --force rebuilds it)
 #
 # Folders: build/win64-deps/ (Debian source packages, their builds and the prefix the cross build finds its
 # dependencies in), build/win64/ (the CMake build, the installer). Everything comes from Debian's packages:
 # header-only libraries are Debian's headers copied into the prefix; utf8proc, libpng and zlib are built from
-# Debian's source packages (apt-get source); the OpenCL import library is made from installer/OpenCL.def.
+# Debian's source packages (apt-get source); Qt is cross-built from Debian's qt6-base source package by
+# scripts/build-qt-windows.sh (hours on two cores, the first time only: its prefix is reused while the Qt version
+# and its options stay); the OpenCL import library is made from installer/OpenCL.def.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,7 +46,9 @@ stage_done() {
 stage_done setup
 
 if [ "$clean" -eq 1 ]; then
-  rm -rf "$deps" "$build"
+  # Everything but Qt's source, build and prefix (scripts/build-qt-windows.sh decides when those are stale).
+  rm -rf "$build" "$deps/build/zlib" "$deps/build/libpng" "$deps/build/utf8proc"
+  find "$prefix" "$deps/src" -mindepth 1 -maxdepth 1 ! -name qt6 ! -name 'qt6-base*' -exec rm -rf {} + 2>/dev/null || true
 fi
 mkdir -p "$deps/src" "$deps/build" "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake"
 
@@ -97,7 +102,10 @@ write_version_file spdlog "$(deb_version libspdlog-dev)"
 write_version_file fmt "$(deb_version libfmt-dev)"
 
 # ---- the OpenCL import library: links against whatever OpenCL.dll the system has ------------------------------
-"$host-dlltool" -d "$root/installer/OpenCL.def" -l "$prefix/lib/libOpenCL.a" -m i386:x86-64
+# A delay-import library: OpenCL.dll is loaded on the first OpenCL call, so the programs start on a machine without
+# an OpenCL driver and say what to install (engine/runtime/devices.cpp looks for the DLL before that call).
+# (From inside lib/: dlltool names the delay-load descriptor after the output path.)
+(cd "$prefix/lib" && "$host-dlltool" -d "$root/installer/OpenCL.def" -y libOpenCL.a -m i386:x86-64)
 stage_done headers+opencl
 
 # ---- compiled dependencies from Debian's source packages -------------------------------------------------------
@@ -152,27 +160,44 @@ rm -rf "$licenses" && mkdir -p "$licenses"
 cp "$(source_dir zlib 'zlib-*')/debian/copyright" "$licenses/zlib.txt"
 cp "$(source_dir libpng1.6 'libpng1.6-*')/debian/copyright" "$licenses/libpng.txt"
 cp "$(source_dir utf8proc 'utf8proc-*')/debian/copyright" "$licenses/utf8proc.txt"
+# The desktop app ships the mingw-w64 runtime DLLs: GCC's libstdc++ and libgcc (GPL-3.0 with the GCC Runtime
+# Library Exception) and mingw-w64's winpthreads.
 for pkg in libspdlog-dev:spdlog libfmt-dev:fmt nlohmann-json3-dev:nlohmann-json libcli11-dev:cli11 \
-  mingw-w64-common:mingw-w64-runtime; do
+  mingw-w64-common:mingw-w64-runtime gcc-mingw-w64-x86-64-posix-runtime:gcc-runtime; do
   cp "/usr/share/doc/${pkg%%:*}/copyright" "$licenses/${pkg#*:}.txt"
 done
 stage_done dependencies
 
-# ---- the project: engine, sdturbo-cli, sdturbo-bench ------------------------------------------------------------
+# ---- Qt 6 for mingw-w64 (a no-op while its prefix is current) ----------------------------------------------------
+"$root/scripts/build-qt-windows.sh"
+stage_done qt
+
+# ---- the project: engine, sdturbo (the desktop app), sdturbo-cli, sdturbo-bench ---------------------------------
+# The toolchain links every executable's runtime statically; here that is left to installer/CMakeLists.txt, which
+# does it for the CLI and the benchmark, while the app shares the runtime DLLs with Qt's DLLs (one C++ runtime in
+# the process, as Qt was built).
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DSDT_WIN64_PREFIX="$prefix" \
-  -DSDT_BUILD_UI=OFF -DSDT_BUILD_TESTS=OFF -DSDT_THIRD_PARTY_LICENSES_DIR="$licenses" >/dev/null
+  -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DSDT_WIN64_PREFIX="$prefix" -DCMAKE_EXE_LINKER_FLAGS="" \
+  -DSDT_BUILD_UI=ON -DSDT_BUILD_TESTS=OFF -DSDT_THIRD_PARTY_LICENSES_DIR="$licenses" \
+  -DQt6_DIR="$prefix/qt6/lib/cmake/Qt6" -DQT_HOST_PATH=/usr \
+  -DQT_HOST_PATH_CMAKE_DIR=/usr/lib/x86_64-linux-gnu/cmake >"$build.configure.log" 2>&1 || {
+  tail -n 30 "$build.configure.log" >&2
+  echo "build-windows: configure failed (whole log: $build.configure.log)" >&2
+  exit 1
+}
 stage_done configure
-targets=(sdturbo-cli)
+targets=(sdturbo sdturbo-cli)
 if [ -n "$(find "$root/app/bench" -maxdepth 1 -name '*.cpp' -print -quit 2>/dev/null)" ]; then
   targets+=(sdturbo-bench)
 fi
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 stage_done build
 
-# The executables must need nothing but Windows' own DLLs and the system's OpenCL.dll.
+# The command-line programs must need nothing but Windows' own DLLs and the system's OpenCL.dll (the app's Qt and
+# runtime DLLs are found from its imports by cmake/SdtDeployMingw.cmake when packing).
 allowed='^(kernel32|user32|gdi32|advapi32|shell32|ole32|oleaut32|shlwapi|ws2_32|bcrypt|msvcrt|ucrtbase|api-ms-win-[a-z0-9-]+|opencl)\.dll$'
 for t in "${targets[@]}"; do
+  [ "$t" = sdturbo ] && continue
   exe="$build/bin/$t.exe"
   bad="$("$host-objdump" -p "$exe" | awk '/DLL Name:/ {print $3}' | tr 'A-Z' 'a-z' | grep -Ev "$allowed" || true)"
   if [ -n "$bad" ]; then
@@ -181,7 +206,12 @@ for t in "${targets[@]}"; do
   fi
 done
 
-(cd "$build" && cpack -G NSIS -C Release >/dev/null)
+(cd "$build" && cpack -G NSIS -C Release >"$build.cpack.log" 2>&1) || {
+  tail -n 30 "$build.cpack.log" >&2
+  echo "build-windows: cpack failed (whole log: $build.cpack.log)" >&2
+  exit 1
+}
+grep -h 'SdtDeployMingw:' "$build.cpack.log" "$build"/_CPack_Packages/*/NSIS/*.log 2>/dev/null | head -n 1 || true
 stage_done package
 
 installer="$(find "$build" -maxdepth 1 -name 'SD-Turbo-Studio-*-win64.exe' -newer "$build/CMakeCache.txt" | sort | tail -n 1)"

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Proves the Windows build works, on Debian, with wine: builds the installer (scripts/build-windows.sh), installs
-# it silently into a fresh wine prefix, runs the installed sdturbo-cli.exe (wine's opencl.dll forwards to the
-# host's OpenCL loader, so it sees PoCL), generates the fixture case on the tiny fixture model and compares the
-# PNG with the diffusers reference, then uninstalls and checks that only the installed files went.
+# Proves the Windows build works, on Debian, with wine: builds the installer (scripts/build-windows.sh, which
+# cross-builds Qt the first time: hours), installs it silently into a fresh wine prefix, runs the installed
+# sdturbo-cli.exe (wine's opencl.dll forwards to the host's OpenCL loader, so it sees PoCL), generates the fixture
+# case on the tiny fixture model and compares the PNG with the diffusers reference; starts the desktop app
+# sdturbo.exe on an Xvfb display, lets it generate from a typed prompt into a gallery folder with a non-ASCII name,
+# checks the PNG's parameters, takes a screenshot of its window (docs/screenshot-windows-wine.png) and closes it;
+# checks that the app and the CLI explain a missing OpenCL driver and that the installer warns about it; then
+# uninstalls and checks that only the installed files went (the gallery, models and settings stay).
 #
-#   scripts/test-windows-installer.sh              build (without re-running setup) and test
+#   scripts/test-windows-installer.sh              set up what is missing, build and test (one command on a
+#                                                  fresh machine)
 #   scripts/test-windows-installer.sh --no-build   test the installer already in build/win64
 #   scripts/test-windows-installer.sh --keep       keep the wine prefix (build/win64-test/prefix) afterwards
 #
 # Fixtures: $SDT_FIXTURES, else ../shared/fixtures beside the repository (the layout the unit tests use).
-# Needs: scripts/setup-windows.sh (mingw-w64, nsis, wine, wine64, pocl-opencl-icd, python3-numpy, python3-pil).
+# Needs: scripts/setup-windows.sh's packages (mingw-w64, nsis, wine, wine64, pocl-opencl-icd, xvfb, imagemagick,
+# python3-numpy, python3-pil); the build step installs them when they are missing.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +25,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "test-windows-installer: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -37,7 +43,7 @@ export WINEDLLOVERRIDES="mscoree=d;mshtml=d;winemenubuilder.exe=d"
 # A new prefix links Desktop, Documents, Pictures... to $HOME: give it a home of its own so that the desktop
 # shortcut and anything else the programs write there stay inside the test folder.
 export HOME="$work/home" XDG_CONFIG_HOME="$work/home/.config" XDG_DATA_HOME="$work/home/.local/share"
-unset DISPLAY  # the installer runs silently; nothing may wait for a window
+unset DISPLAY  # the installer runs silently; nothing may wait for a window (the app gets an Xvfb display below)
 
 passed=0
 failed=0
@@ -50,8 +56,10 @@ stage_done() {
 }
 ok() { echo "PASS: $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
+xvfb_pid=""
 finish() {
   wineserver -k 2>/dev/null
+  [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null
   [ "$keep" -eq 1 ] || rm -rf "$WINEPREFIX" "$HOME"
   printf 'test-windows-installer: %s\n' "${timings[@]}" "total: $((SECONDS - t_start)) s"
   echo "test-windows-installer: $passed passed, $failed failed"
@@ -61,7 +69,7 @@ finish() {
 wine_run() { wine "$@"; local rc=$?; wineserver -w; return $rc; }
 
 if [ "$build" -eq 1 ]; then
-  "$root/scripts/build-windows.sh" --no-setup || { bad "scripts/build-windows.sh"; finish; }
+  "$root/scripts/build-windows.sh" || { bad "scripts/build-windows.sh"; finish; }
   stage_done build-windows
 fi
 installer="$(find "$root/build/win64" -maxdepth 1 -name 'SD-Turbo-Studio-*-win64.exe' | sort | tail -n 1)"
@@ -81,11 +89,64 @@ stage_done wine-prefix
 wine_run "$installer" /S /CurrentUser /DesktopShortcut >"$work/install.log" 2>&1
 inst="$(find "$WINEPREFIX/drive_c/users" -maxdepth 5 -path '*/AppData/Local/Programs/SD-Turbo Studio' -type d | head -n 1)"
 cli_win="$(winepath -w "$inst/bin/sdturbo-cli.exe" 2>/dev/null)"
-if [ -n "$inst" ] && [ -f "$inst/bin/sdturbo-cli.exe" ] && [ -f "$inst/Uninstall.exe" ] &&
-  [ -f "$inst/licenses/THIRD_PARTY.md" ]; then
-  ok "silent per-user install into $cli_win"
+app_win="$(winepath -w "$inst/bin/sdturbo.exe" 2>/dev/null)"
+if [ -n "$inst" ] && [ -f "$inst/bin/sdturbo.exe" ] && [ -f "$inst/bin/sdturbo-cli.exe" ] &&
+  [ -f "$inst/Uninstall.exe" ] && [ -f "$inst/licenses/THIRD_PARTY.md" ]; then
+  ok "silent per-user install of sdturbo.exe and sdturbo-cli.exe into $(dirname "$cli_win")"
 else
-  bad "silent per-user install: no bin/sdturbo-cli.exe, Uninstall.exe or licenses/ under %LOCALAPPDATA%\\Programs\\SD-Turbo Studio"
+  bad "silent per-user install: no bin/sdturbo.exe, bin/sdturbo-cli.exe, Uninstall.exe or licenses/ under %LOCALAPPDATA%\\Programs\\SD-Turbo Studio"
+fi
+
+# What the deploy step put next to the programs: every DLL any of them (plugins included) imports is there or is
+# Windows' own (wine's system32 has a stand-in for each), and every DLL there is imported by something; the Qt
+# plugins are the `windows` platform, the styles and the Schannel TLS backend (no OpenSSL anywhere).
+deploy_report="$("$python" - "$inst/bin" "$WINEPREFIX/drive_c/windows/system32" <<'EOF_PY'
+import os, re, subprocess, sys
+bin_dir, system32 = sys.argv[1], sys.argv[2]
+system = {n.lower() for n in os.listdir(system32)}
+files = [os.path.join(d, f) for d, _, fs in os.walk(bin_dir) for f in fs if f.lower().endswith((".exe", ".dll"))]
+local = {os.path.basename(f).lower() for f in files if os.path.dirname(f) == bin_dir}
+imported, problems = set(), []
+for f in files:
+    dump = subprocess.run(["x86_64-w64-mingw32-objdump", "-p", f], capture_output=True, text=True).stdout
+    for name in re.findall(r"DLL Name: (\S+)", dump):
+        name = name.lower()
+        imported.add(name)
+        if name not in local and name not in system and not name.startswith("api-ms-"):
+            problems.append(f"{os.path.relpath(f, bin_dir)} imports {name}, which is neither shipped nor Windows'")
+for name in sorted(local - imported):
+    if name.endswith(".dll"):
+        problems.append(f"{name} is shipped but nothing imports it")
+plugins = sorted(os.path.relpath(f, bin_dir).replace(os.sep, "/") for f in files if os.path.dirname(f) != bin_dir)
+if "platforms/qwindows.dll" not in plugins:
+    problems.append("no platforms/qwindows.dll")
+if [p for p in plugins if p.startswith("platforms/") and p != "platforms/qwindows.dll"]:
+    problems.append("platform plugins other than qwindows.dll")
+if "qt6network.dll" in local and "tls/qschannelbackend.dll" not in plugins:
+    problems.append("Qt6Network.dll without the Schannel TLS backend")
+if [n for n in local if "ssl" in n or "crypto" in n] or [p for p in plugins if "openssl" in p]:
+    problems.append("OpenSSL in the installation")
+print("DLLs: " + " ".join(sorted(n for n in local if n.endswith(".dll"))) + "; plugins: " + " ".join(plugins))
+for p in problems:
+    print("PROBLEM: " + p)
+EOF_PY
+)"
+echo "$deploy_report"
+if [ -n "$inst" ] && [ -f "$inst/bin/sdturbo.exe" ] && ! grep -q '^PROBLEM' <<<"$deploy_report"; then
+  ok "bin/ holds exactly the DLLs and Qt plugins the programs import (objdump), no OpenSSL"
+else
+  bad "the deployed DLLs and plugins: $(grep '^PROBLEM' <<<"$deploy_report" | tr '\n' ' ')"
+fi
+missing_texts=""
+for text in THIRD_PARTY.md SD-Turbo-Studio.txt Qt/LGPL-3.0-only.txt Qt/GPL-3.0-only.txt Qt/debian-copyright.txt \
+  spdlog.txt fmt.txt libpng.txt zlib.txt utf8proc.txt nlohmann-json.txt cli11.txt mingw-w64-runtime.txt gcc-runtime.txt; do
+  [ -s "$inst/licenses/$text" ] || missing_texts+=" $text"
+done
+if [ -z "$missing_texts" ] && grep -q 'GNU LESSER GENERAL PUBLIC LICENSE' "$inst/licenses/Qt/LGPL-3.0-only.txt" &&
+  grep -q 'GCC Runtime Library Exception' "$inst/licenses/gcc-runtime.txt"; then
+  ok "licences: the project's, Qt's LGPL-3.0 and every library's text in licenses/"
+else
+  bad "licence texts missing from licenses/:${missing_texts:- (LGPL or GCC runtime exception text not found)}"
 fi
 if [ -d "$root/resources/clip" ]; then
   if [ -n "$(ls -A "$inst/share/sdturbo-studio/clip" 2>/dev/null)" ]; then
@@ -96,10 +157,18 @@ if [ -d "$root/resources/clip" ]; then
 fi
 programs="$(find "$WINEPREFIX/drive_c/users" -path '*Start Menu/Programs/SD-Turbo Studio' -type d | head -n 1)"
 desktop="$(find -L "$WINEPREFIX/drive_c/users" -path '*/Desktop/SD-Turbo Studio*.lnk' 2>/dev/null | head -n 1)"
-if [ -n "$programs" ] && [ -n "$(find "$programs" -name '*.lnk' -print -quit)" ] && [ -n "$desktop" ]; then
-  ok "Start-menu entries and the desktop shortcut (/DesktopShortcut) exist"
+# The app is the main entry: "SD-Turbo Studio" in the Start menu and on the desktop starts sdturbo.exe; the CLI
+# keeps its command prompt.
+lnk_targets() {  # lnk_targets FILE NAME: the shortcut names NAME (as ANSI or UTF-16 text)
+  "$python" -c 'import sys; b = open(sys.argv[1], "rb").read(); n = sys.argv[2]
+sys.exit(0 if n.encode() in b or n.encode("utf-16-le") in b else 1)' "$1" "$2" 2>/dev/null
+}
+if [ -n "$programs" ] && lnk_targets "$programs/SD-Turbo Studio.lnk" sdturbo.exe &&
+  [ -f "$programs/SD-Turbo Studio command prompt.lnk" ] && [ "$(basename "$desktop")" = "SD-Turbo Studio.lnk" ] &&
+  lnk_targets "$desktop" sdturbo.exe; then
+  ok "Start menu: 'SD-Turbo Studio' (the app) and the command prompt; desktop shortcut to the app (/DesktopShortcut)"
 else
-  bad "Start-menu folder or desktop shortcut missing"
+  bad "Start-menu entries or desktop shortcut missing or not pointing to sdturbo.exe ($(ls "$programs" 2>&1 | tr '\n' ' '); desktop: $desktop)"
 fi
 uninstall_key='HKCU\Software\Microsoft\Windows\CurrentVersion\Uninstall\SD-Turbo Studio'
 if wine reg query "$uninstall_key" /v InstallLocation 2>/dev/null | grep -q 'Programs\\SD-Turbo Studio'; then
@@ -280,6 +349,150 @@ EOF
   fi
 fi
 
+# ---- no OpenCL driver: the CLI says what to install instead of failing to start -------------------------------
+# OpenCL.dll is delay-loaded; with wine's opencl.dll disabled, LoadLibrary fails as on a Windows without a driver.
+no_opencl="$WINEDLLOVERRIDES;opencl=d"
+WINEDLLOVERRIDES="$no_opencl" wine_run "$cli_win" --list-devices >"$work/list-devices-no-opencl.txt" 2>&1
+rc=$?
+if grep -q 'No OpenCL device found' "$work/list-devices-no-opencl.txt" &&
+  grep -q 'AMD Adrenalin' "$work/list-devices-no-opencl.txt" && [ "$rc" -lt 128 ]; then
+  ok "without OpenCL.dll sdturbo-cli.exe starts and says which driver to install"
+else
+  bad "sdturbo-cli.exe --list-devices without OpenCL.dll (exit $rc): $(tail -c 300 "$work/list-devices-no-opencl.txt")"
+fi
+stage_done cli-no-opencl
+
+# ---- the desktop app on an Xvfb display ---------------------------------------------------------------------------
+Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3>"$work/display" 2>"$work/xvfb.log" &
+xvfb_pid=$!
+for _ in $(seq 50); do [ -s "$work/display" ] && break; sleep 0.1; done
+export DISPLAY=":$(cat "$work/display")"
+# The app's settings live in the registry (HKCU\Software\SD-Turbo Studio\sdturbo); a small image keeps PoCL quick.
+settings_key='HKCU\Software\SD-Turbo Studio\sdturbo'
+wine reg add "$settings_key\generation" /v width /t REG_DWORD /d 256 /f >/dev/null 2>&1
+wine reg add "$settings_key\generation" /v height /t REG_DWORD /d 256 /f >/dev/null 2>&1
+
+app_pid=""
+app_window() {  # the id of the app's largest mapped top-level window (wine names its class after the .exe)
+  xwininfo -root -children 2>/dev/null | awk '/"sdturbo.exe"/ {print $1}' | while read -r id; do
+    info="$(xwininfo -id "$id" 2>/dev/null)"
+    grep -q 'Map State: IsViewable' <<<"$info" || continue
+    echo "$(awk '/Width:/ {w=$2} /Height:/ {h=$2} END {print w*h}' <<<"$info") $id"
+  done | sort -n | tail -n 1 | cut -d' ' -f2
+}
+close_app() {  # close_app NAME: closes the window as a user would (WM_CLOSE), then expects exit code 0 within 60 s
+  wine taskkill /im sdturbo.exe >"$work/taskkill.log" 2>&1
+  for _ in $(seq 120); do kill -0 "$app_pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$app_pid" 2>/dev/null; then
+    bad "$1: sdturbo.exe did not exit within 60 s of its window being closed"
+    kill "$app_pid" 2>/dev/null
+    wineserver -k 2>/dev/null
+  else
+    wait "$app_pid"
+    local rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -qi 'unhandled exception\|page fault' "$work/app-$1.log"; then
+      ok "$1: sdturbo.exe exits cleanly (exit code 0) when its window is closed"
+    else
+      bad "$1: sdturbo.exe exit code $rc after closing: $(tail -c 300 "$work/app-$1.log")"
+    fi
+  fi
+  wineserver -w
+  app_pid=""
+}
+
+# A prompt typed with accents and Japanese, a gallery folder named in three scripts and an emoji.
+app_prompt="a lighthouse on a cliff at dusk, Zoë's café, 灯台"
+gallery_unix="$WINEPREFIX/drive_c/Galerie Zoë/画廊 🌃"
+gallery_win='C:\Galerie Zoë\画廊 🌃'
+WINEDEBUG=-all wine "$app_win" --model random:tiny --prompt "$app_prompt" --generate --gallery "$gallery_win" \
+  >"$work/app-generate.log" 2>&1 &
+app_pid=$!
+png=""
+for _ in $(seq 1200); do
+  png="$(find "$gallery_unix" -maxdepth 1 -name '*.png' -print -quit 2>/dev/null)"
+  [ -n "$png" ] && break
+  kill -0 "$app_pid" 2>/dev/null || break
+  sleep 0.5
+done
+if [ -n "$png" ]; then
+  ok "sdturbo.exe opened and generated $(basename "$png") into C:\\Galerie Zoë\\画廊 🌃"
+  sleep 5  # the thumbnail, the large view and the timings settle
+  if "$python" "$root/tests/windows/png_checks.py" parameters "$png" --prompt "$app_prompt" --size 256x256 \
+    --model "random weights" >"$work/app-parameters.txt" 2>&1; then
+    ok "the app's PNG carries its parameters (prompt with non-ASCII text, steps, seed, size, model)"
+  else
+    bad "the app's PNG parameters: $(tail -c 300 "$work/app-parameters.txt")"
+  fi
+  window="$(app_window)"
+  mkdir -p "$root/docs"
+  if [ -n "$window" ] && import -window "$window" "$work/app.png" 2>/dev/null &&
+    convert "$work/app.png" -strip "$root/docs/screenshot-windows-wine.png"; then
+    ok "screenshot of the app's window under wine: docs/screenshot-windows-wine.png ($(identify -format '%wx%h' "$root/docs/screenshot-windows-wine.png"))"
+    # No error strip (MessageBar's error colour): OpenCL and the model were found.
+    pink="$("$python" "$root/tests/windows/png_checks.py" colour "$work/app.png" f8d7d5)"
+    [ "$pink" -lt 500 ] || bad "the app shows an error message after generating ($pink pixels of the error colour)"
+  else
+    bad "no window of sdturbo.exe to take a screenshot of"
+  fi
+else
+  bad "sdturbo.exe made no PNG in C:\\Galerie Zoë\\画廊 🌃 within 10 minutes: $(tail -c 400 "$work/app-generate.log")"
+fi
+close_app generate
+if [ -n "$(find "$gallery_unix" -name '*.tmp*' -print -quit 2>/dev/null)" ]; then
+  bad "temporary files left in the gallery after closing"
+fi
+stage_done app
+
+# Bad input gets an explanation in the window (a MessageBar in its error colour) and in the log, and the app still
+# closes cleanly. app_expect_error NAME LOG_TEXT ARGS...: starts the app (with $app_env, e.g. no OpenCL) and waits
+# up to two minutes for both.
+app_log() { find "$WINEPREFIX/drive_c/users" -path '*SD-Turbo Studio/sdturbo/logs/sdturbo.log' 2>/dev/null | head -n 1; }
+app_env=()
+app_expect_error() {
+  local name="$1" text="$2" pink=0 found=0 before=0 log
+  shift 2
+  log="$(app_log)"
+  [ -n "$log" ] && before="$(wc -l <"$log")"
+  env "${app_env[@]}" wine "$app_win" "$@" >"$work/app-$name.log" 2>&1 &
+  app_pid=$!
+  for _ in $(seq 60); do
+    sleep 2
+    kill -0 "$app_pid" 2>/dev/null || break
+    log="$(app_log)"
+    [ -n "$log" ] && tail -n +"$((before + 1))" "$log" | grep -qF "$text" && found=1
+    window="$(app_window)"
+    if [ -n "$window" ] && import -window "$window" "$work/app-$name.png" 2>/dev/null; then
+      pink="$("$python" "$root/tests/windows/png_checks.py" colour "$work/app-$name.png" f8d7d5)"
+    fi
+    [ "$found" -eq 1 ] && [ "$pink" -ge 2000 ] && break
+  done
+  if [ "$found" -eq 1 ] && [ "$pink" -ge 2000 ]; then
+    ok "$name: the app explains it in its window (build/win64-test/app-$name.png) and logs '$text'"
+  else
+    bad "$name: error strip ${pink} px (want >= 2000), '$text' in the log: $([ "$found" -eq 1 ] && echo yes || echo no)"
+  fi
+  if kill -0 "$app_pid" 2>/dev/null; then
+    close_app "$name"
+  else
+    bad "$name: sdturbo.exe ended by itself: $(tail -c 300 "$work/app-$name.log")"
+    app_pid=""
+  fi
+}
+# No OpenCL driver: wine's opencl.dll disabled, as on a Windows without one (ui/main_window_engine.cpp's advice).
+app_env=(WINEDLLOVERRIDES="$no_opencl")
+app_expect_error no-opencl 'OpenCL.dll could not be loaded' --model random:tiny --gallery "$gallery_win"
+app_env=()
+# A model that is not there: the error names it.
+app_expect_error missing-model 'nope.safetensors' --model 'C:\Modèles\absent\nope.safetensors' \
+  --gallery "$gallery_win"
+# A gallery that cannot be written (a file where the folder should be): the image is made, saving fails, nothing
+# already in the gallery is touched.
+echo "not a folder" >"$WINEPREFIX/drive_c/gallery-file"
+app_expect_error unwritable-gallery 'saving to the gallery failed' --model random:tiny --prompt "$app_prompt" \
+  --generate --gallery 'C:\gallery-file\images'
+log_file="$(app_log)"
+stage_done app-bad-input
+
 # ---- uninstall: the installed files go, the user's files stay --------------------------------------------------
 mkdir -p "$inst/gallery" "$inst/models"
 cp "$tiny/case0_vae.png" "$inst/gallery/kept.png" 2>/dev/null || echo kept >"$inst/gallery/kept.png"
@@ -289,21 +502,56 @@ left="$(cd "$inst" && find . -type f | sort | tr '\n' ' ')"
 if [ "$left" = "./gallery/kept.png ./models/kept.safetensors " ] && [ -z "$(find "$programs" -name '*.lnk' 2>/dev/null)" ] &&
   [ ! -e "$desktop" ] &&
   ! wine reg query "$uninstall_key" >/dev/null 2>&1; then
-  ok "uninstall removed the program, shortcuts and registry entry and kept gallery/ and models/"
+  ok "uninstall removed the program (Qt DLLs and plugins too), shortcuts and registry entry and kept gallery/ and models/"
 else
   bad "after uninstall: files left '$left' (expected only the gallery and model files), or shortcuts/registry remain"
 fi
+# What the app made outside the program folder is the user's: the gallery, the settings, the log, the kernels.
+if [ -n "$png" ] && [ -f "$png" ] && wine reg query "$settings_key\generation" /v width >/dev/null 2>&1 &&
+  [ -f "$log_file" ]; then
+  ok "uninstall kept the app's gallery (C:\\Galerie Zoë\\画廊 🌃), its settings in the registry and its log"
+else
+  bad "after uninstall the gallery PNG, the app's settings ($settings_key) or its log are gone"
+fi
 stage_done uninstall
 
-# ---- the default mode for an administrator (wine's user is one): all users, HKLM; here with /D= -----------------
+# ---- a machine without an OpenCL driver: the installer warns, names the drivers, and installs anyway -----------
+# System32\OpenCL.dll is what the driver installs (wine keeps a stand-in there). Interactively the installer shows
+# a message box first; wine's "msgbox" debug channel reports its text.
+system32="$WINEPREFIX/drive_c/windows/system32"
+opencl_dll="$(find "$system32" -maxdepth 1 -iname opencl.dll | head -n 1)"
+[ -n "$opencl_dll" ] && mv "$opencl_dll" "$work/opencl.dll.saved"
+WINEDEBUG=+msgbox wine "$installer" >"$work/install-no-opencl.log" 2>&1 &
+installer_pid=$!
+for _ in $(seq 60); do
+  grep -q 'trace:msgbox' "$work/install-no-opencl.log" && break
+  kill -0 "$installer_pid" 2>/dev/null || break
+  sleep 0.5
+done
+sleep 1
+import -window root "$work/installer-no-opencl.png" 2>/dev/null
+wineserver -k 2>/dev/null
+wait "$installer_pid" 2>/dev/null
+message="$(grep -a 'trace:msgbox' "$work/install-no-opencl.log" | head -n 1)"
+if grep -q 'OpenCL.dll is missing' <<<"$message" && grep -q 'AMD Software: Adrenalin Edition' <<<"$message" &&
+  grep -q 'NVIDIA driver' <<<"$message"; then
+  ok "without System32\\OpenCL.dll the installer warns and names AMD Software: Adrenalin Edition and the NVIDIA driver"
+else
+  bad "no OpenCL warning from the installer (message box: ${message:-none})"
+fi
+stage_done installer-no-opencl-warning
+
+# ---- the default mode for an administrator (wine's user is one): all users, HKLM; here with /D=, and still
+#      without OpenCL.dll: the warning does not stop a (silent) installation -----------------------------------------
 wine_run "$installer" /S '/D=C:\SDTurbo' >"$work/install-all-users.log" 2>&1
-if [ -f "$WINEPREFIX/drive_c/SDTurbo/bin/sdturbo-cli.exe" ] &&
+if [ -f "$WINEPREFIX/drive_c/SDTurbo/bin/sdturbo-cli.exe" ] && [ -f "$WINEPREFIX/drive_c/SDTurbo/bin/sdturbo.exe" ] &&
   wine reg query 'HKLM\Software\Microsoft\Windows\CurrentVersion\Uninstall\SD-Turbo Studio' /v InstallLocation 2>/dev/null |
   grep -q 'C:\\SDTurbo'; then
-  ok "silent all-users install into the /D= folder with an HKLM uninstall entry"
+  ok "silent all-users install without OpenCL.dll into the /D= folder with an HKLM uninstall entry"
 else
-  bad "silent default install did not reach C:\\SDTurbo with an HKLM entry"
+  bad "silent all-users install without OpenCL.dll did not reach C:\\SDTurbo with an HKLM entry"
 fi
+[ -f "$work/opencl.dll.saved" ] && mv "$work/opencl.dll.saved" "$system32/opencl.dll"
 stage_done install-all-users
 
 finish

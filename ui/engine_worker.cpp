@@ -69,6 +69,7 @@ void register_meta_types() {
   qRegisterMetaType<Failure>();
   qRegisterMetaType<sdt::DeviceInfo>();
   qRegisterMetaType<QList<sdt::DeviceInfo>>();
+  qRegisterMetaType<sdt::OpenProgress>();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -147,6 +148,23 @@ EngineWorker::Opened EngineWorker::open_engine(const LoadRequest& request, bool 
     // QString::toStdString() is UTF-8; path_from_utf8 makes it a path without the narrow code page (Windows).
     options.cache_dir = sdt::path_from_utf8(request.cache_dir.toStdString());
     options.cancel = cancel;
+    options.prepare_width = request.image_size.width();
+    options.prepare_height = request.image_size.height();
+    // Weights read and kernels prepared: every kernel program, and the weights a few times a second at most (the
+    // engine reports every staging buffer). Kept by the engine for its reopenings: it owns what it captures.
+    struct Shown {
+      QElapsedTimer clock;
+      int kernels_ready = -1;
+    };
+    options.on_open_progress = [this, shown = std::make_shared<Shown>()](const sdt::OpenProgress& p) {
+      const bool weights_done = p.bytes_total > 0 && p.bytes_uploaded == p.bytes_total;
+      if (p.kernels_ready == shown->kernels_ready && !weights_done && shown->clock.isValid() &&
+          shown->clock.elapsed() < 100)
+        return;
+      shown->clock.start();
+      shown->kernels_ready = p.kernels_ready;
+      post_handoff([&] { Q_EMIT opening(p); });
+    };
     for (const auto& d : sdt::list_devices()) info.any_gpu = info.any_gpu || d.is_gpu();
     if (request.model.trimmed().isEmpty()) {
       // The embedded default: the real architecture where a GPU can run it, the tiny one on a CPU device.
@@ -342,6 +360,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   // Every arrival from the worker first takes the hand-over lock (thread_handoff.hpp).
   relay(&EngineWorker::devices_listed, &EngineHost::devices_listed);
   relay(&EngineWorker::loading, &EngineHost::loading_started);
+  relay(&EngineWorker::opening, &EngineHost::opening);
   relay(&EngineWorker::progress, &EngineHost::progress);
   relay(&EngineWorker::preview, &EngineHost::preview);
   relay(&EngineWorker::image_ready, &EngineHost::image_ready);

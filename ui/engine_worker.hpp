@@ -43,6 +43,8 @@ class EngineWorker : public QObject {
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading(const QString& what);
+  // While a model opens: weights read and on the device, GPU kernels prepared (throttled).
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void preview(const sdt::ui::StepPreviewImage& image);
@@ -99,6 +101,7 @@ class EngineHost : public QObject {
  Q_SIGNALS:
   void devices_listed(const QList<sdt::DeviceInfo>& devices);
   void loading_started(const QString& what);
+  void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
   void preview(const sdt::ui::StepPreviewImage& image);

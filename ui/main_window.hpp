@@ -43,6 +43,8 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   static constexpr char kSdTurboUrl[] = "https://huggingface.co/stabilityai/sd-turbo";
+  // The status shown while a model opens: "Preparing GPU kernels for <device> (one time): k of n", or the weights.
+  static QString open_status_text(const sdt::OpenProgress& progress);
 
   // Asks for an existing folder (a QFileDialog); returns "" when the user cancels. Replaceable so tests can answer
   // without a modal dialog.

@@ -65,6 +65,9 @@ void MainWindow::connect_engine() {
     if (running_job_ == 0) controls_->set_status(tr("Opening the model…"));
     statusBar()->showMessage(tr("Opening %1 (weights to the device, kernels from the cache or built)…").arg(model));
   });
+  // The status bar says what the opening does (the controls keep "Opening the model…", or "Cancelling…").
+  connect(host_, &EngineHost::opening, this,
+          [this](const sdt::OpenProgress& p) { statusBar()->showMessage(open_status_text(p)); });
   connect(host_, &EngineHost::loaded, this, &MainWindow::on_loaded);
   connect(host_, &EngineHost::loading_changed, controls_, &ControlsPanel::set_loading);
   connect(host_, &EngineHost::progress, this, [this](const ProgressInfo& p) {
@@ -76,6 +79,19 @@ void MainWindow::connect_engine() {
   connect(host_, &EngineHost::finished, this, &MainWindow::on_finished);
 }
 
+QString MainWindow::open_status_text(const sdt::OpenProgress& p) {
+  if (p.kernels_to_build > 0 && p.kernels_ready < p.kernels_total)
+    return tr("Preparing GPU kernels for %1 (one time): %2 of %3")
+        .arg(QString::fromStdString(p.device))
+        .arg(p.kernels_ready)
+        .arg(p.kernels_total);
+  if (p.bytes_total > 0 && p.bytes_uploaded < p.bytes_total)
+    return tr("Opening the model: %1 of %2 GB of weights")
+        .arg(static_cast<double>(p.bytes_read) * 1e-9, 0, 'f', 2)
+        .arg(static_cast<double>(p.bytes_total) * 1e-9, 0, 'f', 2);
+  return tr("Opening the model…");
+}
+
 void MainWindow::reload_engine() {
   if (closing_) return;
   LoadRequest request;
@@ -83,6 +99,7 @@ void MainWindow::reload_engine() {
   request.taesd = settings_->taesd();
   request.device = settings_->device();
   request.cache_dir = settings_->kernel_cache_dir();
+  request.image_size = settings_->image_size();
   engine_info_.reset();
   load_error_.clear();
   model_notice_->dismiss();

@@ -8,6 +8,7 @@
 #include <QImage>
 #include <QList>
 #include <QMetaType>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 #include <cstdint>
@@ -24,8 +25,9 @@ struct LoadRequest {
   quint64 id = 0;  // given by EngineHost::load(), for cancelling
   QString model;
   QString taesd;
-  QString device;     // selector as sdt::select_device() takes it; empty: first GPU, else first device
-  QString cache_dir;  // kernel binary cache; empty: the engine's default location
+  QString device;              // selector as sdt::select_device() takes it; empty: first GPU, else first device
+  QString cache_dir;           // kernel binary cache; empty: the engine's default location
+  QSize image_size{512, 512};  // the kernels of this size are prepared while the model opens
 };
 
 // What is open, once a load succeeded.
@@ -111,3 +113,4 @@ Q_DECLARE_METATYPE(sdt::ui::ProgressInfo)
 Q_DECLARE_METATYPE(sdt::ui::StepPreviewImage)
 Q_DECLARE_METATYPE(sdt::ui::Failure)
 Q_DECLARE_METATYPE(sdt::DeviceInfo)
+Q_DECLARE_METATYPE(sdt::OpenProgress)

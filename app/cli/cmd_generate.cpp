@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "open_progress.hpp"
 #include "options.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
@@ -260,7 +262,20 @@ int run_generate(const Options& o) {
   options.watchdog_seconds = o.watchdog;
   options.cancel = &g_cancel;
   options.require_taesd = request.decoder != Decoder::Full;
-  Engine engine(options);
+  // The first image's size: its kernels are prepared while the model opens.
+  options.prepare_width = request.width;
+  options.prepare_height = request.height;
+  OpenProgressLine open_progress;
+  if (!o.verbose) options.on_open_progress = open_progress.callback();
+  std::unique_ptr<Engine> opened;
+  try {
+    opened = std::make_unique<Engine>(options);
+  } catch (...) {
+    open_progress.clear();
+    throw;
+  }
+  open_progress.clear();
+  Engine& engine = *opened;
   if (engine.model().random_weights)
     std::fprintf(stderr, "note: %s has seeded random weights: the image is coloured noise, for testing only\n",
                  engine.model().name.c_str());

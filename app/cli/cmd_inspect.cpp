@@ -8,7 +8,7 @@
 
 #include "io/json_util.hpp"
 #include "io/model_files.hpp"
-#include "io/weight_specs.hpp"
+#include "models/architecture.hpp"
 #include "options.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -134,10 +134,10 @@ io::ModelFiles random_description(const std::string& name) {
   const struct {
     const char* part;
     std::vector<io::WeightSpec> specs;
-  } parts[] = {{"text_encoder", io::text_encoder_weights(m.text_encoder)},
-               {"unet", io::unet_weights(m.unet)},
-               {"vae", io::vae_weights(m.vae, true)},
-               {"taesd", io::taesd_weights(*m.taesd)}};
+  } parts[] = {{"text_encoder", models::text_encoder_weights(m.text_encoder)},
+               {"unet", models::unet_weights(m.unet)},
+               {"vae", models::vae_weights(m.vae, true)},
+               {"taesd", models::taesd_weights(*m.taesd)}};
   for (const auto& p : parts) {
     io::PartInfo info;
     info.part = p.part;
@@ -159,10 +159,10 @@ int run_inspect(const Options& options) {
     return 0;
   }
   if (const auto path = path_from_utf8(options.model); io::looks_like_taesd(path)) {
-    describe(io::open_taesd(path), true);
+    describe(io::open_taesd(models::architecture(), path), true);
     return 0;
   }
-  describe(io::open_model(options.model, options.taesd), false);
+  describe(io::open_model(models::architecture(), options.model, options.taesd), false);
   return 0;
 }
 

@@ -20,6 +20,15 @@ int main(int argc, char** argv) {
   app.add_flag("--list-devices", o.list_devices, "List the OpenCL devices and exit");
   app.add_flag("--inspect", o.inspect, "Check a model (--model) as loading would, without a GPU, and describe it");
   app.add_option("--tokenize", o.tokenize, "Print the 77 token ids of TEXT as a JSON array");
+  app.add_option("--write-model", o.write_model,
+                 "Write the weights of --model into DIR in another layout (--layout, --write-dtype) and exit");
+  app.add_option("--layout", o.layout,
+                 "--write-model: a diffusers folder, or one SGM checkpoint (sd_turbo.safetensors)")
+      ->check(CLI::IsMember({"diffusers", "single-file"}))
+      ->capture_default_str();
+  app.add_option("--write-dtype", o.write_dtype, "--write-model: the weights' dtype in the files")
+      ->check(CLI::IsMember({"fp32", "fp16"}))
+      ->capture_default_str();
   // The short names are stable-diffusion.cpp's (what its users type); our long names stay as aliases.
   app.add_option("-m,--model", o.model,
                  "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
     if (o.list_devices) return sdt::cli::run_list_devices(o);
     if (o.tokenize) return sdt::cli::run_tokenize(o);
     if (o.inspect) return sdt::cli::run_inspect(o);
+    if (!o.write_model.empty()) return sdt::cli::run_write_model(o);
     return sdt::cli::run_generate(o);
   } catch (const sdt::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", sdt::to_string(e.kind()), e.message().c_str());

@@ -14,6 +14,9 @@ struct Options {
   bool list_devices = false;
   bool inspect = false;
   std::optional<std::string> tokenize;  // --tokenize TEXT
+  std::string write_model;              // --write-model DIR
+  std::string layout = "diffusers";     // diffusers | single-file
+  std::string write_dtype = "fp32";     // fp32 | fp16
   // model and device
   std::string model = "random:tiny";
   std::string taesd;
@@ -30,7 +33,7 @@ struct Options {
   int height = 512;
   bool size_given = false;
   int steps = 1;
-  std::string decoder = "full";  // full | tiny | both
+  std::string decoder = "full";     // full | tiny | both
   std::string vae_tiling = "auto";  // auto | never | always
   int vae_tile = 0;                 // latents; 0: the engine chooses
   std::string init_image;
@@ -58,5 +61,6 @@ int run_list_devices(const Options& options);
 int run_inspect(const Options& options);
 int run_tokenize(const Options& options);
 int run_generate(const Options& options);
+int run_write_model(const Options& options);
 
 }  // namespace sdt::cli

@@ -18,7 +18,7 @@ struct TextEncoderConfig {
   int num_heads = 16;
   int num_layers = 23;  // layers actually run (single files hold one more, unused)
   float layer_norm_eps = 1e-5f;
-  std::string hidden_act = "gelu";  // "gelu" (exact erf) or "quick_gelu"
+  std::string hidden_act = "gelu";  // exact erf GELU; validate() refuses SD 1.x's "quick_gelu" and anything else
 };
 
 // diffusers UNet2DConditionModel.
@@ -88,17 +88,19 @@ struct SchedulerConfig {
 };
 
 // Parsing of the diffusers / transformers config.json files (model_config.cpp). Each takes the file's text
-// and a name for messages, fills the fields it knows (missing or null fields keep the defaults above), and
-// throws sdt::Error (BadModel) naming the file and field when the JSON is malformed, a field has the wrong
-// type, a number is absurd, or a setting changes the network in a way the engine does not implement.
+// and a name for messages, fills the fields it knows (missing or null fields keep the defaults above), runs
+// validate(), and throws sdt::Error (BadModel) naming the file and field when the JSON is malformed, a field has
+// the wrong type, a number is absurd, or a setting changes the network in a way the engine does not implement.
 TextEncoderConfig parse_text_encoder_config(std::string_view json_text, const std::string& source);
 UNetConfig parse_unet_config(std::string_view json_text, const std::string& source);
 VaeConfig parse_vae_config(std::string_view json_text, const std::string& source);
 TaesdConfig parse_taesd_config(std::string_view json_text, const std::string& source);
 SchedulerConfig parse_scheduler_config(std::string_view json_text, const std::string& source);
 
-// Range and consistency checks (sizes positive and bounded, heads dividing widths, groups dividing channels,
-// list lengths matching); also applied to configs inferred from tensor shapes. Throws sdt::Error (BadModel).
+// The one place of every range and consistency rule (sizes positive and bounded, heads dividing widths, groups
+// dividing channels, list lengths matching, supported block types and activations), for configs read from files,
+// inferred from tensor shapes or built in alike; the model code relies on them and checks nothing again.
+// Throws sdt::Error (BadModel) naming `source` and the field.
 void validate(const TextEncoderConfig& config, const std::string& source);
 void validate(const UNetConfig& config, const std::string& source);
 void validate(const VaeConfig& config, const std::string& source);

@@ -1,8 +1,8 @@
 // open_model: finds out what the user pointed at (random model, diffusers folder, single-file checkpoint,
 // something unsafe or of the wrong kind), reads the architecture (configs, or shapes), checks every weight the
-// architecture needs (weight_specs.cpp) against the files, checks the parts against each other, attaches TAESD,
-// and summarises. Layouts mirror diffusers' StableDiffusionPipeline.from_pretrained (folder) and
-// from_single_file (checkpoint, optionally with `config=`).
+// architecture needs (the Architecture given: what the model constructors ask for) against the files, checks the parts
+// against each other, attaches TAESD, and summarises. Layouts mirror diffusers' StableDiffusionPipeline.from_pretrained
+// (folder) and from_single_file (checkpoint, optionally with `config=`).
 #include <algorithm>
 
 #include "io/json_util.hpp"
@@ -26,21 +26,10 @@ struct FolderConfigs {
   std::optional<SchedulerConfig> scheduler;
 };
 
-// SD 1.x shares the folder layout; its CLIP ViT-L text encoder is the tell (quick_gelu, 768 wide).
-void refuse_sd1_text_encoder(const TextEncoderConfig& c, const std::string& source) {
-  if (c.hidden_act == "quick_gelu") {
-    throw Error(ErrorKind::BadModel,
-                source + ": this is Stable Diffusion 1.x (CLIP ViT-L text encoder with quick_gelu, " +
-                    std::to_string(c.hidden_size) + " wide); SD-Turbo (SD 2.x) is supported",
-                "use stabilityai/sd-turbo");
-  }
-}
-
 FolderConfigs read_folder_configs(const fs::path& folder) {
   FolderConfigs c;
   const auto te = folder / "text_encoder" / "config.json";
   c.text_encoder = parse_text_encoder_config(read_text_file(te), path_to_utf8(te));
-  refuse_sd1_text_encoder(c.text_encoder, path_to_utf8(te));
   const auto unet = folder / "unet" / "config.json";
   c.unet = parse_unet_config(read_text_file(unet), path_to_utf8(unet));
   const auto vae = folder / "vae" / "config.json";
@@ -152,7 +141,7 @@ int load_folder_part(ModelFiles& m, const std::vector<WeightSpec>& specs, const 
   return static_cast<int>(file.entries().size() - used.size());
 }
 
-void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
+void open_diffusers_folder(const Architecture& architecture, const fs::path& folder, ModelFiles& m) {
   check_model_index(folder, m);
   FolderConfigs configs = read_folder_configs(folder);
   m.layout = "diffusers folder";
@@ -165,12 +154,12 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
   check_parts_agree(m, path_to_utf8(folder / "text_encoder" / "config.json"),
                     path_to_utf8(folder / "unet" / "config.json"), path_to_utf8(folder / "vae" / "config.json"));
 
-  const int te_unused = load_folder_part(m, text_encoder_weights(m.text_encoder), te_file, kTextEncoderPrefix,
+  const int te_unused = load_folder_part(m, architecture.text_encoder(m.text_encoder), te_file, kTextEncoderPrefix,
                                          path_to_utf8(folder / "text_encoder" / "config.json"));
   m.parts.push_back(
       make_part_info(m.weights, "text_encoder", kTextEncoderPrefix, path_to_utf8(te_file), "safetensors", te_unused));
-  const int unet_unused =
-      load_folder_part(m, unet_weights(m.unet), unet_file, kUNetPrefix, path_to_utf8(folder / "unet" / "config.json"));
+  const int unet_unused = load_folder_part(m, architecture.unet(m.unet), unet_file, kUNetPrefix,
+                                           path_to_utf8(folder / "unet" / "config.json"));
   m.parts.push_back(
       make_part_info(m.weights, "unet", kUNetPrefix, path_to_utf8(unet_file), "safetensors", unet_unused));
 
@@ -179,7 +168,7 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
     const SafetensorsFile vae = SafetensorsFile::open(vae_file);
     m.has_vae_encoder = vae.find("encoder.conv_in.weight") != nullptr;
   }
-  const int vae_unused = load_folder_part(m, vae_weights(m.vae, m.has_vae_encoder), vae_file, kVaePrefix,
+  const int vae_unused = load_folder_part(m, architecture.vae(m.vae, m.has_vae_encoder), vae_file, kVaePrefix,
                                           path_to_utf8(folder / "vae" / "config.json"));
   m.parts.push_back(make_part_info(m.weights, "vae", kVaePrefix, path_to_utf8(vae_file), "safetensors", vae_unused));
   if (!m.has_vae_encoder) warn(m, path_to_utf8(vae_file) + " has no VAE encoder: img2img is not available");
@@ -200,7 +189,8 @@ void open_diffusers_folder(const fs::path& folder, ModelFiles& m) {
   }
 }
 
-void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& options) {
+void open_single_file(const Architecture& architecture, const fs::path& path, ModelFiles& m,
+                      const OpenOptions& options) {
   const SafetensorsFile file = SafetensorsFile::open(path);
   const std::string source = path_to_utf8(path);
   std::vector<std::string> names;
@@ -247,9 +237,9 @@ void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& op
     used.insert(part_used.begin(), part_used.end());
     m.parts.push_back(make_part_info(m.weights, part, prefix, source, "safetensors", 0));
   };
-  load("text_encoder", kTextEncoderPrefix, text_encoder_weights(m.text_encoder));
-  load("unet", kUNetPrefix, unet_weights(m.unet));
-  load("vae", kVaePrefix, vae_weights(m.vae, m.has_vae_encoder));
+  load("text_encoder", kTextEncoderPrefix, architecture.text_encoder(m.text_encoder));
+  load("unet", kUNetPrefix, architecture.unet(m.unet));
+  load("vae", kVaePrefix, architecture.vae(m.vae, m.has_vae_encoder));
   if (!m.has_vae_encoder) warn(m, source + " has no VAE encoder: img2img is not available");
 
   const auto extra = leftover_tensors(file, used, [&](const std::string& name) {
@@ -264,8 +254,8 @@ void open_single_file(const fs::path& path, ModelFiles& m, const OpenOptions& op
   }
 }
 
-void attach_checked_taesd(ModelFiles& m, const fs::path& taesd_path) {
-  ModelFiles taesd = load_taesd(taesd_path);
+void attach_checked_taesd(const Architecture& architecture, ModelFiles& m, const fs::path& taesd_path) {
+  ModelFiles taesd = load_taesd(architecture, taesd_path);
   if (taesd.taesd->latent_channels != m.vae.latent_channels) {
     throw Error(ErrorKind::BadModel,
                 path_to_utf8(taesd_path) + ": this TAESD works on " + std::to_string(taesd.taesd->latent_channels) +
@@ -282,7 +272,7 @@ fs::path path_of(const std::string& text) {
 
 // A random model with a real TAESD: the random TAESD's views are dropped (the old set stays alive underneath
 // the views that are kept, which point into it).
-void replace_taesd(ModelFiles& m, const std::string& taesd_path) {
+void replace_taesd(const Architecture& architecture, ModelFiles& m, const std::string& taesd_path) {
   auto old = std::make_shared<WeightSet>(std::move(m.weights));
   WeightSet kept;
   kept.keep_alive(old);
@@ -292,7 +282,7 @@ void replace_taesd(ModelFiles& m, const std::string& taesd_path) {
   m.taesd.reset();
   m.parts.erase(std::remove_if(m.parts.begin(), m.parts.end(), [](const PartInfo& p) { return p.part == "taesd"; }),
                 m.parts.end());
-  attach_checked_taesd(m, path_of(taesd_path));
+  attach_checked_taesd(architecture, m, path_of(taesd_path));
   m.hash = model_hash(m.weights);
 }
 
@@ -302,17 +292,17 @@ bool is_random_model(const std::string& model) {
   return model.rfind("random:", 0) == 0;
 }
 
-ModelFiles open_model(const std::string& model, const std::string& taesd) {
+ModelFiles open_model(const Architecture& architecture, const std::string& model, const std::string& taesd) {
   OpenOptions options;
   options.taesd = taesd;
-  return open_model(model, options);
+  return open_model(architecture, model, options);
 }
 
-ModelFiles open_model(const std::string& model, const OpenOptions& options) {
+ModelFiles open_model(const Architecture& architecture, const std::string& model, const OpenOptions& options) {
   ModelFiles m;
   if (is_random_model(model)) {
-    m = make_random_model(model);
-    if (!options.taesd.empty()) replace_taesd(m, options.taesd);
+    m = make_random_model(architecture, model);
+    if (!options.taesd.empty()) replace_taesd(architecture, m, options.taesd);
     return m;
   }
   m.name = model;
@@ -329,10 +319,10 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
                 "give it as the TAESD beside an SD-Turbo model", {Setting::Model, Setting::Taesd});
   }
   if (fs::is_directory(path, ec)) {
-    open_diffusers_folder(path, m);
+    open_diffusers_folder(architecture, path, m);
   } else {
     refuse_unsafe_format(path);
-    open_single_file(path, m, options);
+    open_single_file(architecture, path, m, options);
   }
   fs::path found_taesd = options.taesd.empty() ? discover_taesd(path) : fs::path();
   // A model from the Hugging Face cache has no folder of ours around it: TAESD is the cache's, when it is there.
@@ -340,11 +330,11 @@ ModelFiles open_model(const std::string& model, const OpenOptions& options) {
     if (const auto snapshot = find_hf_snapshot(kTaesdRepo)) found_taesd = snapshot->folder;
   }
   if (!options.taesd.empty()) {
-    attach_checked_taesd(m, path_of(options.taesd));
+    attach_checked_taesd(architecture, m, path_of(options.taesd));
   } else if (const fs::path found = found_taesd; !found.empty()) {
     // A TAESD that merely lies beside the model must not stop the model from loading.
     try {
-      attach_checked_taesd(m, found);
+      attach_checked_taesd(architecture, m, found);
     } catch (const Error& e) {
       warn(m, "ignoring the TAESD found beside the model: " + std::string(e.what()));
     }

@@ -8,8 +8,9 @@
 //                                                       taesd_decoder's "1.weight"; its index 0 is the clamp)
 // Files stay memory-mapped and nothing is copied: split q/k/v are row ranges of the fused tensor and the
 // reshaped 1×1-conv weights are the same bytes with a 2-D shape (weight_names.hpp has the mapping).
-// After open_model succeeds, every weight the configs imply exists with its shape (weight_specs.hpp lists
-// them), so WeightSet::get(name, shape) of the models cannot fail for a missing or misshapen tensor.
+// After open_model succeeds, every weight the configs imply exists with its shape (the Architecture the caller
+// passes lists them: models::architecture(), which records what the model constructors ask for), so
+// WeightSet::get(name, shape) of the models cannot fail for a missing or misshapen tensor.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +22,7 @@
 
 #include "io/model_config.hpp"
 #include "io/tensor_view.hpp"
+#include "io/weight_specs.hpp"
 
 namespace sdt::io {
 
@@ -94,18 +96,18 @@ struct OpenOptions {
 // Opens and validates everything loading needs, without any device. `taesd` may be empty (then "taesd/" or
 // "taesd_decoder.safetensors" next to the model is used when present). Throws sdt::Error (BadModel) with the
 // file, tensor or field and what was expected.
-ModelFiles open_model(const std::string& model, const std::string& taesd = {});
-ModelFiles open_model(const std::string& model, const OpenOptions& options);
+ModelFiles open_model(const Architecture& architecture, const std::string& model, const std::string& taesd = {});
+ModelFiles open_model(const Architecture& architecture, const std::string& model, const OpenOptions& options);
 
 // TAESD on its own (an AutoencoderTiny folder, or taesd_decoder.safetensors / taesd_encoder.safetensors, each
 // picking up its twin beside it): a ModelFiles with only `taesd`, its weights and its part. For --inspect.
 bool looks_like_taesd(const std::filesystem::path& path);
-ModelFiles open_taesd(const std::filesystem::path& path);
+ModelFiles open_taesd(const Architecture& architecture, const std::filesystem::path& path);
 
 // The embedded random models: "random:tiny" (the fixtures' architecture) and "random:sd-turbo" (SD-Turbo's
 // exact architecture), seeded, initialised like PyTorch's defaults so activations stay finite.
 bool is_random_model(const std::string& model);
-ModelFiles make_random_model(const std::string& model, std::uint64_t seed = 0);
+ModelFiles make_random_model(const Architecture& architecture, const std::string& model, std::uint64_t seed = 0);
 // The configs of a random model without generating its weights (shapes and counts for tests and --inspect).
 ModelFiles random_model_configs(const std::string& model);
 

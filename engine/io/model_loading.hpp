@@ -53,7 +53,7 @@ std::string human_bytes(std::size_t bytes);
 
 // TAESD: reads the TAESD at `path` (folder or original file) into a ModelFiles holding only it (taesd config,
 // weights, part), then moves it into a model; a failure leaves the model untouched.
-ModelFiles load_taesd(const std::filesystem::path& path);
+ModelFiles load_taesd(const Architecture& architecture, const std::filesystem::path& path);
 void merge_taesd(ModelFiles& model, ModelFiles&& taesd);
 // The TAESD beside a model, if any: <model>/taesd/, <parent>/taesd/, <parent>/taesd_decoder.safetensors.
 std::filesystem::path discover_taesd(const std::filesystem::path& model_path);

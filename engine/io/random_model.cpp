@@ -93,19 +93,26 @@ ModelFiles random_configs(const std::string& name) {
   m.random_weights = true;
   m.has_vae_encoder = true;
   m.taesd = TaesdConfig{};
-  if (name == "random:sd-turbo") return m;  // the config defaults are SD-Turbo's
-  if (name != "random:tiny") {
+  if (name != "random:sd-turbo" && name != "random:tiny") {
     throw Error(ErrorKind::BadModel, "unknown random model '" + name + "'",
                 "the random models are random:tiny and random:sd-turbo");
   }
-  m.text_encoder.hidden_size = 32;
-  m.text_encoder.intermediate_size = 64;
-  m.text_encoder.num_heads = 4;
-  m.text_encoder.num_layers = 3;
-  m.unet.block_out_channels = {32, 64, 64, 64};
-  m.unet.num_heads = {2, 4, 4, 4};
-  m.unet.cross_attention_dim = 32;
-  m.vae.block_out_channels = {32, 64, 64, 64};
+  if (name == "random:tiny") {  // the config defaults are SD-Turbo's
+    m.text_encoder.hidden_size = 32;
+    m.text_encoder.intermediate_size = 64;
+    m.text_encoder.num_heads = 4;
+    m.text_encoder.num_layers = 3;
+    m.unet.block_out_channels = {32, 64, 64, 64};
+    m.unet.num_heads = {2, 4, 4, 4};
+    m.unet.cross_attention_dim = 32;
+    m.vae.block_out_channels = {32, 64, 64, 64};
+  }
+  // Built in, but held to the same rules as configs from files: the model code relies on them.
+  validate(m.text_encoder, name);
+  validate(m.unet, name);
+  validate(m.vae, name);
+  validate(*m.taesd, name);
+  validate(m.scheduler, name);
   return m;
 }
 
@@ -142,7 +149,7 @@ ModelFiles random_model_configs(const std::string& model) {
   return detail::random_configs(model);
 }
 
-ModelFiles make_random_model(const std::string& model, std::uint64_t seed) {
+ModelFiles make_random_model(const Architecture& architecture, const std::string& model, std::uint64_t seed) {
   using namespace detail;
   ModelFiles m = random_configs(model);
   // fp32 for the tiny model (exact values for tests); fp16 for SD-Turbo's size (half the host memory).
@@ -153,10 +160,10 @@ ModelFiles make_random_model(const std::string& model, std::uint64_t seed) {
     const char* part;
     const char* prefix;
     std::vector<WeightSpec> specs;
-  } parts[] = {{"text_encoder", kTextEncoderPrefix, text_encoder_weights(m.text_encoder)},
-               {"unet", kUNetPrefix, unet_weights(m.unet)},
-               {"vae", kVaePrefix, vae_weights(m.vae, true)},
-               {"taesd", kTaesdPrefix, taesd_weights(*m.taesd)}};
+  } parts[] = {{"text_encoder", kTextEncoderPrefix, architecture.text_encoder(m.text_encoder)},
+               {"unet", kUNetPrefix, architecture.unet(m.unet)},
+               {"vae", kVaePrefix, architecture.vae(m.vae, true)},
+               {"taesd", kTaesdPrefix, architecture.taesd(*m.taesd)}};
   std::vector<WeightSpec> all;
   for (const auto& p : parts) all.insert(all.end(), p.specs.begin(), p.specs.end());
   generate_random_weights(m, all, seed, dtype);

@@ -58,7 +58,7 @@ void refuse_leftovers(const SafetensorsFile& file, const std::set<std::string>& 
   }
 }
 
-void attach_taesd_folder(ModelFiles& m, const fs::path& folder) {
+void attach_taesd_folder(const Architecture& architecture, ModelFiles& m, const fs::path& folder) {
   const fs::path config_path = folder / "config.json";
   TaesdConfig config = parse_taesd_config(read_text_file(config_path), path_to_utf8(config_path));
   const fs::path weights_path = find_part_weights(folder, "diffusion_pytorch_model");
@@ -69,7 +69,7 @@ void attach_taesd_folder(ModelFiles& m, const fs::path& folder) {
     throw Error(ErrorKind::BadModel, path_to_utf8(weights_path) + " holds neither a TAESD encoder nor a decoder");
   const std::string prefix = kTaesdPrefix;
   const auto used = load_specs(
-      m.weights, taesd_weights(config), file,
+      m.weights, architecture.taesd(config), file,
       [&](const WeightSpec& s) { return SourceName{s.name.substr(prefix.size())}; },
       "the weights do not match " + path_to_utf8(config_path));
   refuse_leftovers(file, used, path_to_utf8(config_path));
@@ -77,7 +77,7 @@ void attach_taesd_folder(ModelFiles& m, const fs::path& folder) {
   m.parts.push_back(make_part_info(m.weights, "taesd", prefix, path_to_utf8(weights_path), "safetensors", 0));
 }
 
-void attach_taesd_original(ModelFiles& m, const fs::path& path) {
+void attach_taesd_original(const Architecture& architecture, ModelFiles& m, const fs::path& path) {
   auto first = std::make_unique<SafetensorsFile>(SafetensorsFile::open(path));
   if (!looks_like_original_taesd(tensor_names(*first))) {
     throw Error(
@@ -101,7 +101,7 @@ void attach_taesd_original(ModelFiles& m, const fs::path& path) {
   const SafetensorsFile* encoder = first_is_decoder ? second.get() : first.get();
   const TaesdConfig config = infer_taesd_config(decoder, encoder);
   std::vector<WeightSpec> dec_specs, enc_specs;
-  for (auto& spec : taesd_weights(config))
+  for (auto& spec : architecture.taesd(config))
     (spec.name.rfind(std::string(kTaesdPrefix) + "decoder.", 0) == 0 ? dec_specs : enc_specs).push_back(spec);
   const auto original = [](const WeightSpec& s) { return SourceName{taesd_original_name(s.name)}; };
   const std::string hint = "not the TAESD architecture the engine runs (madebyollin/taesd for SD 1.x/2.x)";
@@ -122,7 +122,7 @@ void attach_taesd_original(ModelFiles& m, const fs::path& path) {
 
 namespace detail {
 
-ModelFiles load_taesd(const fs::path& path) {
+ModelFiles load_taesd(const Architecture& architecture, const fs::path& path) {
   ModelFiles t;
   t.name = path_to_utf8(path);
   std::error_code ec;
@@ -134,11 +134,11 @@ ModelFiles load_taesd(const fs::path& path) {
                   "give a diffusers AutoencoderTiny folder or madebyollin's taesd_decoder.safetensors");
     }
     t.layout = "TAESD folder (diffusers AutoencoderTiny)";
-    attach_taesd_folder(t, path);
+    attach_taesd_folder(architecture, t, path);
   } else {
     refuse_unsafe_format(path);
     t.layout = "TAESD original files (madebyollin)";
-    attach_taesd_original(t, path);
+    attach_taesd_original(architecture, t, path);
   }
   return t;
 }
@@ -179,8 +179,8 @@ bool looks_like_taesd(const fs::path& path) {
   }
 }
 
-ModelFiles open_taesd(const fs::path& path) {
-  ModelFiles m = load_taesd(path);
+ModelFiles open_taesd(const Architecture& architecture, const fs::path& path) {
+  ModelFiles m = load_taesd(architecture, path);
   m.hash = model_hash(m.weights);
   return m;
 }

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "io/json_util.hpp"
-#include "io/weight_specs.hpp"
+#include "io/weight_specs.hpp"  // the part prefixes
 #include "sdt/error.hpp"
 
 namespace sdt::io {

@@ -32,8 +32,8 @@ const TensorView& WeightSet::get(const std::string& name, const std::vector<std:
   const TensorView* view = find(name);
   if (!view) {
     throw Error(ErrorKind::BadModel, "the model has no weight '" + name + "'",
-                "open_model checks every weight the configs imply, so the model code asked for a name outside that "
-                "list (see engine/io/weight_specs.cpp)");
+                "open_model checks every weight the architecture it was given lists: the model was opened against "
+                "another architecture than the one loading it");
   }
   if (view->shape != expected_shape) {
     throw Error(ErrorKind::BadModel, "weight '" + name + "' (" + view->describe() + ") has shape " +

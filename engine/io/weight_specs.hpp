@@ -1,7 +1,8 @@
-// The complete list of weights each model part needs, by internal name and shape, derived from its config
-// the way the diffusers / transformers constructors build their modules (CLIPTextModel, UNet2DConditionModel,
-// AutoencoderKL, AutoencoderTiny). open_model checks every one of them exists with this shape; the random
-// models are generated from the same list; --inspect counts parameters with it.
+// The list of weights a model part needs (internal name, shape, PyTorch initialisation), and the interface through
+// which io asks for it. io does not know the network: the model code does, and its constructors are the only
+// description of the weights (models/architecture.hpp records the list by running them on a recording weight
+// scope). open_model checks every listed weight exists in the files with its shape; the random models are made
+// from the same list; --inspect counts parameters with it.
 #pragma once
 
 #include <cstdint>
@@ -34,13 +35,19 @@ struct WeightSpec {
   std::int64_t numel() const;
 };
 
-std::vector<WeightSpec> text_encoder_weights(const TextEncoderConfig& config);
-std::vector<WeightSpec> unet_weights(const UNetConfig& config);
-// The decoder side (post_quant_conv, decoder.*) always; the encoder side (encoder.*, quant_conv) when asked.
-std::vector<WeightSpec> vae_weights(const VaeConfig& config, bool with_encoder);
-// The parts TaesdConfig::has_encoder / has_decoder select.
-std::vector<WeightSpec> taesd_weights(const TaesdConfig& config);
-
 std::int64_t count_parameters(const std::vector<WeightSpec>& specs);
+
+// The weights each part's model code asks for, given a config that passed io::validate. Implemented by the
+// models (models::architecture()); passed to open_model, open_taesd and make_random_model.
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  virtual std::vector<WeightSpec> text_encoder(const TextEncoderConfig& config) const = 0;
+  virtual std::vector<WeightSpec> unet(const UNetConfig& config) const = 0;
+  // The decoder side (post_quant_conv, decoder.*) always; the encoder side (encoder.*, quant_conv) when asked.
+  virtual std::vector<WeightSpec> vae(const VaeConfig& config, bool with_encoder) const = 0;
+  // The parts TaesdConfig::has_encoder / has_decoder select.
+  virtual std::vector<WeightSpec> taesd(const TaesdConfig& config) const = 0;
+};
 
 }  // namespace sdt::io

@@ -9,14 +9,6 @@ namespace sdt::models {
 ClipEncoderLayer::ClipEncoderLayer(const nn::WeightScope& scope, const io::TextEncoderConfig& config)
     : heads_(config.num_heads) {
   const std::int64_t C = config.hidden_size, F = config.intermediate_size;
-  if (config.hidden_act == "gelu")
-    act_ = nn::Act::GELU;
-  else
-    throw Error(ErrorKind::BadModel,
-                "text encoder: hidden_act \"" + config.hidden_act +
-                    "\" is not supported (SD 2.x and SD-Turbo use "
-                    "\"gelu\")",
-                "this looks like an SD 1.x text encoder; use an SD-Turbo or SD 2.x model");
   layer_norm1_ = nn::LayerNorm(scope["layer_norm1"], C, config.layer_norm_eps);
   self_attn_q_proj_ = nn::Linear(scope["self_attn"]["q_proj"], C, C);
   self_attn_k_proj_ = nn::Linear(scope["self_attn"]["k_proj"], C, C);
@@ -36,20 +28,16 @@ nn::Tensor ClipEncoderLayer::operator()(cl::Context& ctx, const nn::Tensor& x) c
   nn::Tensor attended =
       nn::attention(ctx, q, k, v, heads_, /*causal=*/true, self_attn_q_proj_.weight().dtype);  // [T, C]
   nn::Tensor r = self_attn_out_proj_(ctx, attended, nn::Act::None, &x);                        // x + attn
-  nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), act_);                                    // [T, F]
+  nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), nn::Act::GELU);                           // [T, F]
   return mlp_fc2_(ctx, m, nn::Act::None, &r);                                                  // r + mlp
 }
 
 ClipTextEncoder::ClipTextEncoder(const nn::WeightScope& scope, const io::TextEncoderConfig& config) : config_(config) {
-  if (config.num_heads <= 0 || config.hidden_size % config.num_heads != 0)
-    throw Error(ErrorKind::BadModel,
-                "text encoder: hidden_size " + std::to_string(config.hidden_size) +
-                    " is not divisible by num_attention_heads " + std::to_string(config.num_heads),
-                "check text_encoder/config.json");
   const nn::WeightScope model = scope["text_model"];
-  token_embedding_ = model["embeddings"]["token_embedding"].matrix("weight", {config.vocab_size, config.hidden_size});
-  position_embedding_ =
-      model["embeddings"]["position_embedding"].matrix("weight", {config.max_positions, config.hidden_size});
+  token_embedding_ = model["embeddings"]["token_embedding"].matrix("weight", {config.vocab_size, config.hidden_size},
+                                                                   nn::Init::embedding());
+  position_embedding_ = model["embeddings"]["position_embedding"].matrix(
+      "weight", {config.max_positions, config.hidden_size}, nn::Init::embedding());
   for (int i = 0; i < config.num_layers; ++i) layers_.emplace_back(model["encoder"]["layers"][i], config);
   final_layer_norm_ = nn::LayerNorm(model["final_layer_norm"], config.hidden_size, config.layer_norm_eps);
 }

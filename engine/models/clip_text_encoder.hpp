@@ -11,6 +11,7 @@
 
 namespace sdt::models {
 
+// Its MLP's activation is exact GELU: io::validate refuses any other hidden_act (quick_gelu is SD 1.x's).
 class ClipEncoderLayer {
  public:
   ClipEncoderLayer() = default;
@@ -21,7 +22,6 @@ class ClipEncoderLayer {
 
  private:
   int heads_ = 1;
-  nn::Act act_ = nn::Act::GELU;
   nn::LayerNorm layer_norm1_;
   nn::Linear self_attn_q_proj_, self_attn_k_proj_, self_attn_v_proj_, self_attn_out_proj_;
   nn::LayerNorm layer_norm2_;

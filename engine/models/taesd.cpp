@@ -1,7 +1,5 @@
 #include "models/taesd.hpp"
 
-#include "sdt/error.hpp"
-
 namespace sdt::models {
 
 // C channels of a level, h/w latent size, H/W image size.
@@ -9,14 +7,6 @@ namespace sdt::models {
 namespace {
 
 constexpr float kLatentClamp = 3.0f;  // DecoderTiny: tanh(x / 3) · 3
-
-void check_lengths(const std::vector<int>& channels, const std::vector<int>& blocks, const char* what) {
-  if (channels.empty() || channels.size() != blocks.size())
-    throw Error(
-        ErrorKind::BadModel,
-        std::string("taesd: ") + what + " block_out_channels and num_blocks must have the same, non-zero length",
-        "check taesd/config.json");
-}
 
 }  // namespace
 
@@ -42,7 +32,6 @@ nn::Tensor TaesdBlock::operator()(cl::Context& ctx, const nn::Tensor& x) const {
 
 TaesdDecoder::TaesdDecoder(const nn::WeightScope& scope, const io::TaesdConfig& c) {
   const auto& channels = c.decoder_block_out_channels;
-  check_lengths(channels, c.num_decoder_blocks, "decoder");
   const nn::WeightScope layers = scope["decoder"]["layers"];
   layers_0_ = nn::Conv2d(layers[0], c.latent_channels, channels[0], 3);
   int index = 2;  // layers.1 is the ReLU after layers.0
@@ -80,7 +69,6 @@ nn::Tensor TaesdDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents)
 
 TaesdEncoder::TaesdEncoder(const nn::WeightScope& scope, const io::TaesdConfig& c) {
   const auto& channels = c.encoder_block_out_channels;
-  check_lengths(channels, c.num_encoder_blocks, "encoder");
   const nn::WeightScope layers = scope["encoder"]["layers"];
   int index = 0;
   const int n = static_cast<int>(channels.size());

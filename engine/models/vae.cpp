@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sdt/error.hpp"
-
 namespace sdt::models {
 
 // C channels of a level, h/w latent size, H/W image size.
@@ -15,12 +13,6 @@ constexpr float kVaeEps = 1e-6f;  // every GroupNorm of diffusers' Encoder/Decod
 
 nn::ResnetShape vae_resnet(const io::VaeConfig& c, std::int64_t in, std::int64_t out) {
   return {.in_channels = in, .out_channels = out, .temb_channels = 0, .groups = c.norm_num_groups, .eps = kVaeEps};
-}
-
-void check_config(const io::VaeConfig& c) {
-  if (c.block_out_channels.empty() || c.layers_per_block < 1)
-    throw Error(ErrorKind::BadModel, "vae: block_out_channels is empty or layers_per_block < 1",
-                "check vae/config.json");
 }
 
 }  // namespace
@@ -47,7 +39,6 @@ nn::Tensor VaeMidBlock::operator()(cl::Context& ctx, nn::Tensor x) const {
 }
 
 VaeDecoder::VaeDecoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
-  check_config(c);
   const int n = static_cast<int>(c.block_out_channels.size());
   auto reversed = [&](int i) { return static_cast<std::int64_t>(c.block_out_channels[n - 1 - i]); };
   if (c.use_post_quant_conv)
@@ -84,7 +75,6 @@ nn::Tensor VaeDecoder::operator()(cl::Context& ctx, const nn::Tensor& latents) c
 }
 
 VaeEncoder::VaeEncoder(const nn::WeightScope& scope, const io::VaeConfig& c) : config_(c) {
-  check_config(c);
   const int n = static_cast<int>(c.block_out_channels.size());
   const nn::WeightScope encoder = scope["encoder"];
   conv_in_ = nn::Conv2d(encoder["conv_in"], c.in_channels, c.block_out_channels[0], 3);

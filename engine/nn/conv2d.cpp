@@ -19,8 +19,9 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
 Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t out_channels, int kernel_size,
                const ConvGeometry& geometry, bool bias)
     : in_channels_(in_channels), out_channels_(out_channels), geometry_(geometry) {
-  weight_ = scope.matrix("weight", {out_channels, in_channels, kernel_size, kernel_size});
-  if (bias) bias_ = scope.vector("bias", out_channels);
+  const std::int64_t fan_in = in_channels * kernel_size * kernel_size;
+  weight_ = scope.matrix("weight", {out_channels, in_channels, kernel_size, kernel_size}, Init::uniform(fan_in));
+  if (bias) bias_ = scope.vector("bias", out_channels, Init::uniform(fan_in));
 }
 
 Tensor Conv2d::operator()(cl::Context& ctx, const Tensor& x, const Tensor* residual) const {

@@ -4,8 +4,8 @@ namespace sdt::nn {
 
 Linear::Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t out_features, bool bias)
     : in_features_(in_features), out_features_(out_features) {
-  weight_ = scope.matrix("weight", {out_features, in_features});
-  if (bias) bias_ = scope.vector("bias", out_features);
+  weight_ = scope.matrix("weight", {out_features, in_features}, Init::uniform(in_features));
+  if (bias) bias_ = scope.vector("bias", out_features, Init::uniform(in_features));
 }
 
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, Act act, const Tensor* residual) const {

@@ -1,18 +1,11 @@
 #include "nn/norm.hpp"
 
-#include "sdt/error.hpp"
-
 namespace sdt::nn {
 
 GroupNorm::GroupNorm(const WeightScope& scope, std::int64_t channels, int groups, float eps)
     : channels_(channels), groups_(groups), eps_(eps) {
-  if (groups <= 0 || channels % groups != 0)
-    throw Error(ErrorKind::BadModel,
-                scope.name("weight") + ": " + std::to_string(channels) + " channels cannot be split into " +
-                    std::to_string(groups) + " groups",
-                "check norm_num_groups in the model's config.json");
-  weight_ = scope.vector("weight", channels);
-  bias_ = scope.vector("bias", channels);
+  weight_ = scope.vector("weight", channels, Init::ones());
+  bias_ = scope.vector("bias", channels, Init::zeros());
 }
 
 Tensor GroupNorm::operator()(cl::Context& ctx, const Tensor& x, bool silu) const {
@@ -21,8 +14,8 @@ Tensor GroupNorm::operator()(cl::Context& ctx, const Tensor& x, bool silu) const
 }
 
 LayerNorm::LayerNorm(const WeightScope& scope, std::int64_t dim, float eps) : dim_(dim), eps_(eps) {
-  weight_ = scope.vector("weight", dim);
-  bias_ = scope.vector("bias", dim);
+  weight_ = scope.vector("weight", dim, Init::ones());
+  bias_ = scope.vector("bias", dim, Init::zeros());
 }
 
 Tensor LayerNorm::operator()(cl::Context& ctx, const Tensor& x) const {

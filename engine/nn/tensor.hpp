@@ -11,10 +11,6 @@
 
 #include "runtime/context.hpp"
 
-namespace sdt::io {
-struct TensorView;
-}
-
 namespace sdt::nn {
 
 enum class DType { F32, F16 };
@@ -44,13 +40,7 @@ Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std:
 Tensor upload_async(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
 // Device → host (fp32 tensors only). Synchronises.
 std::vector<float> download(cl::Context& ctx, const Tensor& t);
-// A weight from a file (F32, F16 or BF16) into a persistent device buffer of `storage` type, optionally with
-// another shape of the same element count (1×1-conv attention weights of the LDM VAE become linear weights).
-Tensor upload_weight(cl::Context& ctx, const io::TensorView& view, DType storage,
-                     const std::vector<std::int64_t>& shape = {});
-// Frees the host buffer upload_weight() reads file weights into (kept between calls); call once a model is uploaded.
-void release_upload_staging();
-// A weight from fp32 host data (random models, converted tensors).
+// A weight from fp32 host data (tests, tools). Weights from files go through nn/weight_loader.hpp.
 Tensor upload_weight(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape, DType storage);
 
 }  // namespace sdt::nn

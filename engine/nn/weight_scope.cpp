@@ -1,7 +1,6 @@
 #include "nn/weight_scope.hpp"
 
-#include "io/model_files.hpp"
-#include "sdt/error.hpp"
+#include "runtime/cl_error.hpp"
 
 namespace sdt::nn {
 
@@ -11,47 +10,28 @@ void WeightIndex::add(const std::string& name, const Tensor& weight) {
   entries_.push_back({name, cl::MemHandle(mem), weight.numel(), weight.dtype});
 }
 
-WeightScope::WeightScope(cl::Context& ctx, const io::WeightSet& weights, std::string prefix, DType storage,
-                         const std::atomic<bool>* cancel, WeightIndex* index)
-    : ctx_(&ctx), weights_(&weights), prefix_(std::move(prefix)), storage_(storage), cancel_(cancel), index_(index) {}
+Tensor RecordingSource::take(const io::WeightSpec& spec, DType storage) {
+  specs_.push_back(spec);
+  Tensor t;
+  t.shape = spec.shape;
+  t.dtype = storage;
+  if (planning_) t.buffer = planning_->persistent(t.bytes());
+  return t;
+}
+
+WeightScope::WeightScope(std::shared_ptr<WeightSource> source, std::string prefix, DType storage)
+    : source_(std::move(source)), prefix_(std::move(prefix)), storage_(storage) {}
 
 WeightScope WeightScope::operator[](const std::string& child) const {
-  return WeightScope(*ctx_, *weights_, prefix_ + child + ".", storage_, cancel_, index_);
+  return WeightScope(source_, prefix_ + child + ".", storage_);
 }
 
-Tensor WeightScope::indexed(const std::string& leaf, Tensor weight) const {
-  if (index_) index_->add(name(leaf), weight);
-  return weight;
+Tensor WeightScope::matrix(const std::string& leaf, std::vector<std::int64_t> shape, Init init) const {
+  return source_->take({name(leaf), std::move(shape), init.kind, init.fan_in}, storage_);
 }
 
-void WeightScope::check_cancel() const {
-  if (cancel_ && cancel_->load(std::memory_order_relaxed))
-    throw Error(ErrorKind::Cancelled, "loading the model was cancelled (at " + prefix_ + ")");
-}
-
-Tensor WeightScope::matrix(const std::string& leaf, const std::vector<std::int64_t>& shape) const {
-  check_cancel();
-  return indexed(leaf, upload_weight(*ctx_, weights_->get(name(leaf), shape), storage_));
-}
-
-Tensor WeightScope::matrix_as(const std::string& leaf, const std::vector<std::int64_t>& file_shape,
-                              const std::vector<std::int64_t>& shape) const {
-  check_cancel();
-  return indexed(leaf, upload_weight(*ctx_, weights_->get(name(leaf), file_shape), storage_, shape));
-}
-
-Tensor WeightScope::vector(const std::string& leaf, std::int64_t n) const {
-  check_cancel();
-  return indexed(leaf, upload_weight(*ctx_, weights_->get(name(leaf), {n}), DType::F32));
-}
-
-Tensor WeightScope::f32(const std::string& leaf, const std::vector<std::int64_t>& shape) const {
-  check_cancel();
-  return indexed(leaf, upload_weight(*ctx_, weights_->get(name(leaf), shape), DType::F32));
-}
-
-bool WeightScope::has(const std::string& leaf) const {
-  return weights_->has(name(leaf));
+Tensor WeightScope::vector(const std::string& leaf, std::int64_t n, Init init) const {
+  return source_->take({name(leaf), {n}, init.kind, init.fan_in}, DType::F32);
 }
 
 }  // namespace sdt::nn

@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <thread>
 
 #include "io/model_files.hpp"
+#include "models/architecture.hpp"
 #include "pipeline/engine_impl.hpp"
+#include "pipeline/kernel_plan.hpp"
 #include "pipeline/stage_timing.hpp"
 #include "runtime/log.hpp"
 #include "sdt/error.hpp"
@@ -81,15 +85,14 @@ void Engine::Impl::open() {
   // Files first: a wrong or broken model is reported before any device is touched.
   const auto load_start = Clock::now();
   if (io::is_random_model(options_.model)) {
-    files_ = io::make_random_model(options_.model);
+    files_ = io::make_random_model(models::architecture(), options_.model);
   } else {
     io::OpenOptions open_options;
     open_options.taesd = options_.taesd;
     open_options.config_dir = options_.model_config;
-    files_ = io::open_model(options_.model, open_options);
+    files_ = io::open_model(models::architecture(), options_.model, open_options);
   }
   for (const auto& warning : files_.warnings) log->info("{}", warning);
-  pipeline::Pipeline::check_model(files_);
   if (options_.require_taesd && !(files_.taesd && files_.taesd->has_decoder))
     throw Error(ErrorKind::BadRequest, "the TAESD decoder was asked for, and " + files_.name + " has none",
                 pipeline::kNoTaesdHint, {Setting::Taesd, Setting::Decoder});
@@ -102,6 +105,13 @@ void Engine::Impl::open() {
   summary_.has_taesd = files_.taesd.has_value() && files_.taesd->has_decoder;
   summary_.has_vae_encoder = files_.has_vae_encoder;
   summary_.warnings = files_.warnings;
+  summary_.file_dtypes.clear();
+  {
+    std::map<std::string, int> dtypes;
+    for (const auto& part : files_.parts)
+      for (const auto& [dtype, count] : part.dtype_tensors) dtypes[dtype] += count;
+    for (const auto& [dtype, count] : dtypes) summary_.file_dtypes += (summary_.file_dtypes.empty() ? "" : "+") + dtype;
+  }
   if (files_.random_weights)
     log->info("{}: seeded RANDOM weights (ModelSummary::random_weights): images are noise, for testing only",
               files_.name);
@@ -113,10 +123,47 @@ void Engine::Impl::open() {
   context_options.watchdog = watchdog_for(options_.watchdog_seconds, device.info);
   ctx_ = std::make_unique<cl::Context>(device, context_options);
 
+  OpenProgress progress;
+  progress.device = device_.name;
+  std::unique_ptr<cl::ProgramPreparation> kernels;
+  const auto report = [&] {
+    if (kernels) progress.kernels_ready = kernels->done();
+    if (options_.on_open_progress) options_.on_open_progress(progress);
+  };
+  const nn::WeightProgress weight_progress = [&](std::uint64_t read, std::uint64_t uploaded, std::uint64_t total) {
+    progress.bytes_read = read;
+    progress.bytes_uploaded = uploaded;
+    progress.bytes_total = total;
+    report();
+  };
+
+  // The kernels a first image needs build on other threads while the weights load (pipeline/kernel_plan.hpp).
+  const cl::ProgramCacheStats builds_before = ctx_->programs().stats();
+  if (options_.prepare_kernels) {
+    // Only fp32 files stored as fp32 convert nothing (norms and biases are stored as fp32 in either storage).
+    bool converting = options_.weights != WeightStorage::F32;
+    for (const auto& part : files_.parts)
+      for (const auto& [dtype, count] : part.dtype_tensors) converting = converting || dtype != "F32";
+    std::vector<cl::ProgramRequest> programs =
+        pipeline::plan_kernels(*ctx_, files_, storage_of(options_.weights), std::max(64, options_.prepare_width),
+                               std::max(64, options_.prepare_height), converting);
+    progress.kernels_total = static_cast<int>(programs.size());
+    for (const auto& p : programs) progress.kernels_to_build += ctx_->programs().available(p.name, p.options) ? 0 : 1;
+    // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
+    if (progress.kernels_to_build > 0)
+      log->info("preparing {} GPU kernel programs for {} ({} from source, once)", progress.kernels_total, device_.name,
+                progress.kernels_to_build);
+  }
+  report();
+
   const auto upload_start = Clock::now();
   pipeline::ResidentModels models;
+  nn::WeightLoadStats upload;
   try {
-    models = pipeline::load_models(*ctx_, files_, storage_of(options_.weights), options_.cancel);
+    models =
+        pipeline::load_models(*ctx_, files_, storage_of(options_.weights), options_.cancel, weight_progress, &upload);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::OutOfMemory || options_.weights != WeightStorage::F32) throw;
     // fp16 storage halves the weights' memory; the kernels still compute in fp32, so the images differ from the
@@ -126,20 +173,43 @@ void Engine::Impl::open() {
                                "fp32 ones";
     log->warn("{}", notice);
     ctx_->trim_pool();
-    models = pipeline::load_models(*ctx_, files_, nn::DType::F16, options_.cancel);
+    models = pipeline::load_models(*ctx_, files_, nn::DType::F16, options_.cancel, weight_progress, &upload);
     options_.weights = WeightStorage::F16;
     summary_.warnings.push_back(notice);
     pending_warnings_.push_back(notice);
   }
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
+  if (kernels) {
+    const auto wait_start = Clock::now();
+    if (!kernels->wait([&](int) { report(); }, options_.cancel))
+      throw Error(ErrorKind::Cancelled, "opening the model was cancelled while its GPU kernels were prepared");
+    load_.kernel_wait_ms = ms_since(wait_start);
+    load_.kernel_prepare_ms = kernels->wall_ms();
+    load_.kernels_prepared = kernels->total();
+    load_.kernels_built_while_opening = progress.kernels_to_build;
+    kernels.reset();
+  }
+  const cl::ProgramCacheStats builds = ctx_->programs().stats();
+  load_.kernel_build_ms += builds.build_ms - builds_before.build_ms;
+  load_.kernel_cache_hits += builds.disk_hits - builds_before.disk_hits;
+  load_.kernel_cache_misses += builds.source_builds - builds_before.source_builds;
   load_.weight_bytes = ctx_->memory().persistent_bytes;
+  load_.file_bytes = upload.file_bytes;
+  load_.read_ms = upload.read_ms;
+  load_.read_threads = upload.readers;
+  load_.transfer_ms = upload.transfer_ms;
+  load_.converted_bytes = upload.converted_bytes;
+  load_.convert_ms = upload.convert_ms;
   pipeline_ = std::make_unique<pipeline::Pipeline>(*ctx_, files_, std::move(models), options_.prompt_cache_entries);
   files_.weights = io::WeightSet();  // everything is on the device: unmap the files, free generated weights
   needs_reopen_ = false;
-  log->info("opened {} ({}) on {}: {:.1f} MiB of {} weights, load {:.0f} ms, upload {:.0f} ms", summary_.name,
-            summary_.layout, device_.name, static_cast<double>(load_.weight_bytes) / (1 << 20),
-            options_.weights == WeightStorage::F32 ? "fp32" : "fp16", load_.model_load_ms, load_.upload_ms);
+  log->info(
+      "opened {} ({}) on {}: {:.1f} MiB of {} weights, load {:.0f} ms, upload {:.0f} ms (read {:.0f} ms on {} "
+      "threads, copies {:.0f} ms, conversion of {:.1f} MiB {:.0f} ms on the device)",
+      summary_.name, summary_.layout, device_.name, static_cast<double>(load_.weight_bytes) / (1 << 20),
+      options_.weights == WeightStorage::F32 ? "fp32" : "fp16", load_.model_load_ms, load_.upload_ms, load_.read_ms,
+      load_.read_threads, load_.transfer_ms, static_cast<double>(load_.converted_bytes) / (1 << 20), load_.convert_ms);
 }
 
 Result Engine::Impl::generate(const Request& request, const ProgressCallback& on_progress,

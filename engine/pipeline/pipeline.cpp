@@ -11,12 +11,11 @@ namespace sdt::pipeline {
 // L latent channels, h/w latent size, H/W image size.
 
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
-                           const std::atomic<bool>* cancel) {
-  struct ReleaseStaging {
-    ~ReleaseStaging() { nn::release_upload_staging(); }  // also when loading fails or is cancelled
-  } release_staging;
+                           const std::atomic<bool>* cancel, const nn::WeightProgress& progress,
+                           nn::WeightLoadStats* stats) {
   ResidentModels m;
-  const nn::WeightScope root(ctx, files.weights, "", storage, cancel, &m.weights);
+  auto loader = std::make_shared<nn::WeightLoader>(ctx, &files.weights, cancel, &m.weights);
+  const nn::WeightScope root(loader, "", storage);
   m.text_encoder = std::make_unique<models::ClipTextEncoder>(root["text_encoder"], files.text_encoder);
   m.unet = std::make_unique<models::UNet2DConditionModel>(root["unet"], files.unet);
   m.vae_decoder = std::make_unique<models::VaeDecoder>(root["vae"], files.vae);
@@ -25,6 +24,8 @@ ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DT
     if (files.taesd->has_decoder) m.taesd_decoder = std::make_unique<models::TaesdDecoder>(root["taesd"], *files.taesd);
     if (files.taesd->has_encoder) m.taesd_encoder = std::make_unique<models::TaesdEncoder>(root["taesd"], *files.taesd);
   }
+  loader->finish(progress);
+  if (stats) *stats = loader->stats();
   return m;
 }
 
@@ -49,23 +50,7 @@ Pipeline::Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels
       models_(std::move(models)),
       tokenizer_(make_tokenizer(files)),
       scheduler_(files.scheduler),
-      prompt_cache_(prompt_cache_entries) {
-  check_model(files);
-}
-
-void Pipeline::check_model(const io::ModelFiles& files) {
-  if (files.scheduler.prediction_type != "epsilon")
-    throw Error(ErrorKind::BadModel,
-                "scheduler: prediction_type \"" + files.scheduler.prediction_type +
-                    "\" is not supported (SD-Turbo predicts \"epsilon\")",
-                "v-prediction models (SD 2.x at 768 px) are not supported; use SD-Turbo");
-  if (files.unet.in_channels != files.vae.latent_channels || files.unet.out_channels != files.vae.latent_channels)
-    throw Error(ErrorKind::BadModel,
-                "the UNet takes " + std::to_string(files.unet.in_channels) + " channels and gives " +
-                    std::to_string(files.unet.out_channels) + ", but the VAE has " +
-                    std::to_string(files.vae.latent_channels) + " latent channels",
-                "the parts of this model do not belong together");
-}
+      prompt_cache_(prompt_cache_entries) {}
 
 int Pipeline::vae_scale_factor() const {
   return 1 << (static_cast<int>(vae_config_.block_out_channels.size()) - 1);

@@ -21,6 +21,7 @@
 #include "models/taesd.hpp"
 #include "models/unet.hpp"
 #include "models/vae.hpp"
+#include "nn/weight_loader.hpp"
 #include "pipeline/prompt_cache.hpp"
 #include "pipeline/rng.hpp"
 #include "pipeline/scheduler.hpp"
@@ -45,9 +46,12 @@ struct ResidentModels {
   std::unique_ptr<models::TaesdEncoder> taesd_encoder;
 };
 
-// Uploads every part of `files` (weights stored as `storage`). `cancel` is checked between tensors.
+// Uploads every part of `files` (weights stored as `storage`) through one staged upload (nn/weight_loader.hpp).
+// `cancel` is checked between tensors and staging buffers; `progress` gets the bytes moved; `stats`, when given,
+// what the upload moved and how long its parts took.
 ResidentModels load_models(cl::Context& ctx, const io::ModelFiles& files, nn::DType storage,
-                           const std::atomic<bool>* cancel = nullptr);
+                           const std::atomic<bool>* cancel = nullptr, const nn::WeightProgress& progress = {},
+                           nn::WeightLoadStats* stats = nullptr);
 
 // Called before each stage's work is enqueued (TextEncoder, VaeEncode, Unet per step, VaeDecode, TaesdDecode), with
 // the 1-based step and the step count for UNet steps (0 and 0 otherwise). The context's stage label is already
@@ -78,10 +82,6 @@ int auto_vae_tile(const std::vector<std::int64_t>& latent_shape);
 class Pipeline {
  public:
   Pipeline(cl::Context& ctx, const io::ModelFiles& files, ResidentModels models, std::size_t prompt_cache_entries = 16);
-
-  // What the pipeline needs of a model beyond what io validates (epsilon prediction, matching latent
-  // channels); throws sdt::Error (BadModel). Cheap: call it before touching the device.
-  static void check_model(const io::ModelFiles& files);
 
   // Runs a request that validate() accepted. Synchronises only in img2img (the encoder's moments are read
   // back so the latent sample is drawn on the host, as torch draws it).

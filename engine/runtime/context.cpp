@@ -104,8 +104,38 @@ Context::~Context() {
   if (pool_) trim_pool();
 }
 
+namespace {
+// The kernel handed out while planning: an address of ours, never passed to OpenCL (launches return first).
+struct PlannedKernel {
+} g_planned_kernel;
+cl_kernel planned_kernel() {
+  return reinterpret_cast<cl_kernel>(&g_planned_kernel);
+}
+
+MemHandle retained(const MemHandle& mem) {
+  check(clRetainMemObject(mem.get()), "clRetainMemObject", "a planning stand-in");
+  return MemHandle(mem.get());
+}
+}  // namespace
+
+void Context::begin_planning() {
+  cl_int status = CL_SUCCESS;
+  planning_memory_ = MemHandle(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, 64, nullptr, &status));
+  check(status, "clCreateBuffer", "64 bytes (planning stand-in)");
+  planned_.clear();
+  planning_ = true;
+}
+
+std::vector<ProgramRequest> Context::end_planning() {
+  planning_ = false;
+  planning_memory_.reset();
+  (void)take_flops();
+  return std::exchange(planned_, {});
+}
+
 Buffer Context::buffer(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
+  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
   if (bytes > info().max_allocation)
     throw Error(ErrorKind::OutOfMemory,
                 "a buffer of " + std::to_string(bytes >> 20) + " MiB exceeds the device's largest allocation (" +
@@ -155,6 +185,7 @@ void CL_CALLBACK on_persistent_release(cl_mem, void* user) {
 
 Buffer Context::persistent(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
+  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
@@ -166,6 +197,14 @@ Buffer Context::persistent(std::size_t bytes) {
     pool_->note_persistent(static_cast<std::int64_t>(bytes));
   }
   return Buffer(std::move(mem), bytes, nullptr);
+}
+
+MemHandle Context::scratch(std::size_t bytes) {
+  if (planning_) return retained(planning_memory_);
+  cl_int status = CL_SUCCESS;
+  MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, std::max<std::size_t>(bytes, 4), nullptr, &status));
+  check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (scratch)");
+  return mem;
 }
 
 void Context::settle_pool() {
@@ -210,11 +249,13 @@ cl_mem Context::zeroed_counters(std::size_t count) {
 }
 
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
+  if (planning_) return;
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
 }
 
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
+  if (planning_) return;
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
 }
@@ -316,6 +357,11 @@ cl_kernel Context::kernel(std::string_view program, std::string_view name, const
   std::string key = std::string(program) + '/' + std::string(name) + '/' + options;
   if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
   const std::string full_options = options.empty() ? device_defines_ : device_defines_ + " " + options;
+  if (planning_) {
+    ProgramRequest request{std::string(program), full_options};
+    if (std::find(planned_.begin(), planned_.end(), request) == planned_.end()) planned_.push_back(std::move(request));
+    return planned_kernel();
+  }
   cl_program built = programs_->get(program, full_options);
   cl_int status = CL_SUCCESS;
   const std::string kernel_name_str(name);
@@ -346,6 +392,7 @@ void Context::set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local)
 }
 
 void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local) {
+  if (planning_) return;
   const cl_uint dims = global.dims ? global.dims : 1;
   cl_event event = nullptr;
   const cl_int status =

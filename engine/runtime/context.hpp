@@ -120,6 +120,9 @@ class Context {
   Buffer buffer(std::size_t bytes);
   // A buffer outside the pool (weights): released when destroyed.
   Buffer persistent(std::size_t bytes);
+  // Device memory outside the pool and outside the weights' count, for a short-lived work area (the device side
+  // of the staging buffers while weights load). Released with the handle.
+  MemHandle scratch(std::size_t bytes);
   // Blocking host → device copy (the host memory may be reused on return).
   void write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset = 0);
   // Blocking device → host copy; this is a synchronisation point.
@@ -163,6 +166,7 @@ class Context {
   // ---- launching ----
   template <typename... Args>
   void launch(cl_kernel kernel, const Range& global, const Range& local, const Args&... args) {
+    if (planning_) return;
     cl_uint index = 0;
     (set_arg(kernel, index++, args), ...);
     enqueue(kernel, global, local);
@@ -177,6 +181,16 @@ class Context {
   // (a hung driver may never return from clFinish or clReleaseCommandQueue).
   void wait(cl_event event, std::string_view what);
   bool hung() const { return hung_; }
+
+  // ---- planning ----
+  // While planning, nothing runs and nothing is built: kernel() records the program it would build and hands out a
+  // stand-in (never to reach OpenCL), launches and transfers do nothing, and buffers are stand-ins of the size asked
+  // for without memory of that size. So the models' forward code, run once on stand-in tensors, lists the programs a
+  // generation needs (pipeline/kernel_plan.cpp) in milliseconds, without a device or a compiler busy.
+  void begin_planning();
+  // The programs asked for since begin_planning() that are not built yet, in the order first asked, each once.
+  std::vector<ProgramRequest> end_planning();
+  bool planning() const { return planning_; }
 
   // ---- profiling ----
   // Launches are labelled with the current stage; with recording on, each launch keeps its event.
@@ -220,6 +234,10 @@ class Context {
   bool hung_ = false;
   // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
   std::vector<EventHandle> injected_hangs_;
+
+  bool planning_ = false;
+  MemHandle planning_memory_;  // what every stand-in buffer refers to
+  std::vector<ProgramRequest> planned_;
 
   std::string stage_;
   bool recording_ = false;

@@ -1,4 +1,10 @@
 // Platform and device discovery (OpenCL 1.2 API; newer features detected from the extension strings).
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
 #include <CL/cl.h>
 
 #include <algorithm>
@@ -7,6 +13,7 @@
 
 #include "runtime/cl_error.hpp"
 #include "runtime/devices.hpp"
+#include "runtime/log.hpp"
 #include "sdt/device.hpp"
 #include "sdt/error.hpp"
 
@@ -38,6 +45,26 @@ T device_value(cl_device_id device, cl_device_info what) {
   return value;
 }
 
+// On Windows, OpenCL.dll comes with the graphics driver, and the programs load it on their first OpenCL call (a
+// delay-load import: scripts/build-windows.sh, installer/CMakeLists.txt), so that they start without it. That first
+// call would end the process when the DLL is missing; looking for it here first turns a machine without an OpenCL
+// driver into one without devices, which the app and the CLI explain. Everything else in the engine needs a device
+// from here, so this is the one place to ask.
+bool opencl_library_present() {
+#ifdef _WIN32
+  static const bool present = [] {
+    // The same search the delay-load does; the module stays loaded for it.
+    if (LoadLibraryW(L"OpenCL.dll") != nullptr) return true;
+    log::get("cl")->warn("OpenCL.dll could not be loaded (Windows error {}): no OpenCL driver is installed",
+                         static_cast<unsigned long>(GetLastError()));
+    return false;
+  }();
+  return present;
+#else
+  return true;  // linked normally: the program would not have started without libOpenCL
+#endif
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
@@ -49,6 +76,7 @@ namespace cl {
 
 std::vector<DeviceHandle> enumerate_devices() {
   std::vector<DeviceHandle> out;
+  if (!opencl_library_present()) return out;
   cl_uint platform_count = 0;
   if (clGetPlatformIDs(0, nullptr, &platform_count) != CL_SUCCESS || platform_count == 0) return out;
   std::vector<cl_platform_id> platforms(platform_count);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "runtime/cl_error.hpp"
@@ -92,30 +93,123 @@ cl_program ProgramCache::get(std::string_view name, const std::string& options) 
 }
 
 cl_program ProgramCache::get_source(std::string_view label, std::string_view source, const std::string& options) {
-  const std::string key = std::string(label) + '\n' + options + '\n' +
-                          hex(fnv1a(source, 0xcbf29ce484222325ULL));
-  if (auto it = programs_.find(key); it != programs_.end()) {
-    ++stats_.memory_hits;
-    return it->second;
+  const std::string key = std::string(label) + '\n' + options + '\n' + hex(fnv1a(source, 0xcbf29ce484222325ULL));
+  {
+    std::unique_lock lock(mutex_);
+    // Another thread building it: wait for its result rather than build it twice.
+    built_.wait(lock, [&] { return !building_.count(key); });
+    if (auto it = programs_.find(key); it != programs_.end()) {
+      ++stats_.memory_hits;
+      return it->second;
+    }
+    building_.insert(key);
   }
+  // Built outside the lock: other programs build meanwhile on other threads.
   const auto t0 = std::chrono::steady_clock::now();
   cl_program program = nullptr;
-  std::filesystem::path path;
-  if (!dir_.empty()) {
-    path = entry_path(source, options);
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec)) program = load_binary(path, label, options);
+  bool from_disk = false;
+  try {
+    std::filesystem::path path;
+    if (!dir_.empty()) {
+      path = entry_path(source, options);
+      std::error_code ec;
+      if (std::filesystem::exists(path, ec)) program = load_binary(path, label, options);
+    }
+    from_disk = program != nullptr;
+    if (!program) {
+      program = build_from_source(label, source, options);
+      if (!path.empty()) store_binary(program, path);
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    building_.erase(key);
+    built_.notify_all();
+    throw;
   }
-  if (program) {
-    ++stats_.disk_hits;
-  } else {
-    program = build_from_source(label, source, options);
-    ++stats_.source_builds;
-    if (!path.empty()) store_binary(program, path);
-  }
+  std::lock_guard lock(mutex_);
+  ++(from_disk ? stats_.disk_hits : stats_.source_builds);
   stats_.build_ms += ms_since(t0);
   programs_.emplace(key, program);
+  building_.erase(key);
+  built_.notify_all();
   return program;
+}
+
+ProgramCacheStats ProgramCache::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+bool ProgramCache::available(std::string_view name, const std::string& options) const {
+  const std::string_view source = kernels::source(name);
+  const std::string key = std::string(name) + '\n' + options + '\n' + hex(fnv1a(source, 0xcbf29ce484222325ULL));
+  {
+    std::lock_guard lock(mutex_);
+    if (programs_.count(key)) return true;
+  }
+  std::error_code ec;
+  return !dir_.empty() && std::filesystem::exists(entry_path(source, options), ec);
+}
+
+ProgramPreparation::ProgramPreparation(ProgramCache& cache, std::vector<ProgramRequest> requests, int threads)
+    : cache_(cache), requests_(std::move(requests)), start_(std::chrono::steady_clock::now()) {
+  const int count = std::max(1, std::min<int>(threads, static_cast<int>(requests_.size())));
+  if (requests_.empty()) return;
+  for (int t = 0; t < count; ++t) threads_.emplace_back([this] { work(); });
+}
+
+ProgramPreparation::~ProgramPreparation() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void ProgramPreparation::work() {
+  for (;;) {
+    std::size_t i;
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_ || next_ >= requests_.size()) return;
+      i = next_++;
+    }
+    try {
+      (void)cache_.get(requests_[i].name, requests_[i].options);
+    } catch (const std::exception& e) {
+      // get() reports it again, with its context, when the program is needed.
+      log::get("cl")->info("preparing kernels/{}.cl failed; it is built again when needed: {}", requests_[i].name,
+                           e.what());
+    }
+    std::lock_guard lock(mutex_);
+    if (++done_ == static_cast<int>(requests_.size())) wall_ms_ = ms_since(start_);
+    changed_.notify_all();
+  }
+}
+
+int ProgramPreparation::done() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+bool ProgramPreparation::wait(const std::function<void(int)>& on_progress, const std::atomic<bool>* cancel) {
+  int reported = -1;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (done_ != reported) {
+      reported = done_;
+      lock.unlock();
+      if (on_progress) on_progress(reported);
+      lock.lock();
+      continue;
+    }
+    if (done_ == static_cast<int>(requests_.size())) return true;
+    if (cancel && cancel->load()) {
+      stop_ = true;
+      return false;
+    }
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
 }
 
 cl_program ProgramCache::build_from_source(std::string_view label, std::string_view source,
@@ -132,8 +226,8 @@ cl_program ProgramCache::build_from_source(std::string_view label, std::string_v
     clReleaseProgram(program);
     log::get("cl")->error("kernels/{}.cl failed to build with options '{}':\n{}", label, options, log);
     throw Error(ErrorKind::Device,
-                "clBuildProgram failed with " + std::string(error_name(status)) + " for kernels/" +
-                    std::string(label) + ".cl on " + device_.info.name + "; build log:\n" + log,
+                "clBuildProgram failed with " + std::string(error_name(status)) + " for kernels/" + std::string(label) +
+                    ".cl on " + device_.info.name + "; build log:\n" + log,
                 error_hint(CL_BUILD_PROGRAM_FAILURE));
   }
   const std::string warnings = build_log(program, device);

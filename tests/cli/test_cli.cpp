@@ -10,11 +10,10 @@
 #include <sstream>
 #include <thread>
 
+#include "interrupt_child.hpp"
 #include "sdt/image.hpp"
 #include "sdt/png_metadata.hpp"
 #include "test_common.hpp"
-
-#include "interrupt_child.hpp"
 
 namespace sdt::test {
 namespace {
@@ -221,8 +220,8 @@ TEST(Cli, WatchdogTakesSecondsAndRefusesNegativeOnes) {
   TempDir dir("sdt-test-cli");
   const fs::path out = dir.path() / "watched.png";
   for (const char* bad : {"-3", "soon"}) {
-    const CliRun r = run_cli({"--model", fixture("model"), "--prompt", "x", "--output", out.string(), "--watchdog", bad},
-                             false);
+    const CliRun r =
+        run_cli({"--model", fixture("model"), "--prompt", "x", "--output", out.string(), "--watchdog", bad}, false);
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_NE(r.err.find("--watchdog"), std::string::npos) << r.err;
   }
@@ -257,6 +256,71 @@ TEST(Cli, VaeTilingIsChosenOnTheCommandLineAndRecordedInThePng) {
   EXPECT_NE(odd.err.find("a multiple of 4"), std::string::npos) << odd.err;
   EXPECT_FALSE(fs::exists(dir.path() / "never.png"));
 }
+
+// --write-model: random:tiny as the SGM single file and as an fp16 diffusers folder, which --inspect then reads as
+// such; a folder that cannot be written is refused naming it.
+TEST(Cli, WritesAModelInAnotherLayoutThatOpensAsThatLayout) {
+  TempDir dir("sdt-test-cli-write");
+  const fs::path single = dir.path() / "single", halves = dir.path() / "halves";
+  CliRun r = run_cli({"--model", "random:tiny", "--write-model", single.string(), "--layout", "single-file"}, false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("single-file checkpoint"), std::string::npos) << r.out;
+  r = run_cli({"--model", (single / "sd_turbo.safetensors").string(), "--inspect"}, false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("single file (SGM)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("9,009,650 parameters"), std::string::npos) << r.out;
+
+  r = run_cli({"--model", "random:tiny", "--write-model", halves.string(), "--write-dtype", "fp16"}, false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli({"--model", halves.string(), "--inspect"}, false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("diffusers folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("F16 ×1114"), std::string::npos) << r.out;
+
+  const fs::path blocked = dir.path() / "a-file";
+  { std::ofstream(blocked) << "not a folder"; }
+  r = run_cli({"--model", "random:tiny", "--write-model", (blocked / "model").string()}, false);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("a-file"), std::string::npos) << r.err;
+}
+
+#ifndef _WIN32
+// Issue 14: on a terminal, opening a model shows one line that counts the GPU kernels prepared the first time a
+// device is used, and erases it; written to a file, the output has no such line.
+TEST(Cli, OpeningShowsKernelPreparationOnATerminalOnly) {
+  TempDir dir("sdt-test-cli-terminal");
+  const fs::path out = dir.path() / "out.png";
+  std::vector<std::string> args = {"--model",  "random:tiny", "--prompt",    "a kite",
+                                   "--width",  "64",          "--height",    "64",
+                                   "--output", out.string(),  "--cache-dir", (dir.path() / "cache").string()};
+  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) {
+    args.emplace_back("--device");
+    args.emplace_back(device);
+  }
+  const CliRun to_file = run_cli(args, false);
+  ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+  EXPECT_EQ(to_file.err.find("Preparing GPU kernels"), std::string::npos) << to_file.err;
+  EXPECT_EQ(to_file.err.find('\r'), std::string::npos) << "progress written to a file";
+
+  // script(1) gives the CLI a terminal (util-linux; skipped where it is missing). A fresh kernel cache: the
+  // programs are built from source, so the line has kernels to count.
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) is not installed";
+  fs::remove_all(dir.path() / "cache");
+  std::string command = quoted(cli_binary().string());
+  for (const auto& a : args) command += " " + quoted(a);
+  const fs::path log = dir.path() / "terminal.txt";
+  const int status =
+      std::system(("script -qec " + test::quoted(command) + " /dev/null >" + test::quoted(log.string())).c_str());
+  ASSERT_EQ(WEXITSTATUS(status), 0) << slurp(log);
+  const std::string shown = slurp(log);
+  EXPECT_NE(shown.find("Preparing GPU kernels for "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("(one time): "), std::string::npos) << shown;
+  // Erased before anything else is printed: a carriage return, blanks, a carriage return, then the note.
+  const auto note = shown.find("note: random:tiny");
+  ASSERT_NE(note, std::string::npos) << shown;
+  EXPECT_EQ(shown[note - 1], '\r') << shown;
+}
+#endif
 
 TEST(Cli, RefusesBadRequestsBeforeAnyDeviceWorkSayingWhatIsAllowed) {
   TempDir dir("sdt-test-cli");
@@ -411,10 +475,22 @@ TEST(Cli, DefaultOutputNamesNeverReplaceAFileAndBatchNamesDeriveFromOutput) {
 TEST(Cli, CtrlCCancelsCleanlyAndWritesNoFile) {
   TempDir dir("sdt-test-cli");
   const fs::path out = dir.path() / "cancelled.png";
-  std::vector<std::string> argv = {cli_binary().string(), "--model",  fixture("model"), "--prompt", "cancel me",
-                                   "--steps",             "4",        "--width",        "256",      "--height",
-                                   "256",                 "--output", out.string(),     "--cache-dir",
-                                   kernel_cache().string(), "-v"};
+  std::vector<std::string> argv = {cli_binary().string(),
+                                   "--model",
+                                   fixture("model"),
+                                   "--prompt",
+                                   "cancel me",
+                                   "--steps",
+                                   "4",
+                                   "--width",
+                                   "256",
+                                   "--height",
+                                   "256",
+                                   "--output",
+                                   out.string(),
+                                   "--cache-dir",
+                                   kernel_cache().string(),
+                                   "-v"};
   if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) {
     argv.emplace_back("--device");
     argv.emplace_back(device);

@@ -9,6 +9,7 @@
 #include "io/model_files.hpp"
 #include "io/weight_specs.hpp"
 #include "io_test_helpers.hpp"
+#include "models/architecture.hpp"
 #include "sdt/error.hpp"
 #include "test_common.hpp"
 
@@ -20,7 +21,7 @@ using io::ModelFiles;
 
 // Opening the fixtures costs a few ms each; share them across tests.
 const ModelFiles& folder_model() {
-  static const ModelFiles m = io::open_model((tiny_fixture_dir() / "model").string());
+  static const ModelFiles m = io::open_model(models::architecture(), (tiny_fixture_dir() / "model").string());
   return m;
 }
 
@@ -28,7 +29,7 @@ const ModelFiles& folder_model() {
 void expect_open_error(const std::string& model, std::initializer_list<std::string> fragments,
                        io::OpenOptions options = {}) {
   try {
-    io::open_model(model, options);
+    io::open_model(models::architecture(), model, options);
     ADD_FAILURE() << model << " opened, but it should have been rejected";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadModel) << e.what();
@@ -87,8 +88,9 @@ TEST(ModelFiles, OpensTheDiffusersFolderWithArchitectureFromItsConfigs) {
 
 TEST(ModelFiles, EveryWeightTheConfigsImplyIsThereWithItsShape) {
   const ModelFiles& m = folder_model();
-  std::vector<io::WeightSpec> specs = io::text_encoder_weights(m.text_encoder);
-  for (const auto& list : {io::unet_weights(m.unet), io::vae_weights(m.vae, true), io::taesd_weights(*m.taesd)})
+  std::vector<io::WeightSpec> specs = models::text_encoder_weights(m.text_encoder);
+  for (const auto& list :
+       {models::unet_weights(m.unet), models::vae_weights(m.vae, true), models::taesd_weights(*m.taesd)})
     specs.insert(specs.end(), list.begin(), list.end());
   for (const auto& s : specs) EXPECT_NO_THROW(m.weights.get(s.name, s.shape)) << s.name;
   EXPECT_EQ(specs.size(), m.weights.names().size());
@@ -103,7 +105,8 @@ TEST(ModelFiles, EveryWeightTheConfigsImplyIsThereWithItsShape) {
 }
 
 TEST(ModelFiles, LdmSingleFileMapsToTheFolderNamesAndBytes) {
-  const ModelFiles ldm = io::open_model((tiny_fixture_dir() / "model.ldm.safetensors").string());
+  const ModelFiles ldm =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model.ldm.safetensors").string());
   EXPECT_EQ(ldm.layout, "single file (LDM)");
   expect_same_weights(ldm.weights, folder_model().weights);
   EXPECT_EQ(ldm.hash, folder_model().hash) << "the hash is over internal names: the same model in any layout";
@@ -123,7 +126,8 @@ TEST(ModelFiles, LdmSingleFileMapsToTheFolderNamesAndBytes) {
 }
 
 TEST(ModelFiles, SgmSingleFileMapsToTheFolderNamesAndBytes) {
-  const ModelFiles sgm = io::open_model((tiny_fixture_dir() / "model.sgm.safetensors").string());
+  const ModelFiles sgm =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model.sgm.safetensors").string());
   EXPECT_EQ(sgm.layout, "single file (SGM)");
   expect_same_weights(sgm.weights, folder_model().weights);
   EXPECT_EQ(sgm.hash, folder_model().hash);
@@ -132,7 +136,8 @@ TEST(ModelFiles, SgmSingleFileMapsToTheFolderNamesAndBytes) {
 }
 
 TEST(ModelFiles, SingleFileArchitectureComesFromShapesAndWarnsAboutUnreadableHeads) {
-  const ModelFiles ldm = io::open_model((tiny_fixture_dir() / "model.ldm.safetensors").string());
+  const ModelFiles ldm =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model.ldm.safetensors").string());
   EXPECT_EQ(ldm.unet.block_out_channels, folder_model().unet.block_out_channels);
   EXPECT_EQ(ldm.unet.layers_per_block, 2);
   EXPECT_EQ(ldm.unet.down_block_types, folder_model().unet.down_block_types);
@@ -148,7 +153,8 @@ TEST(ModelFiles, SingleFileArchitectureComesFromShapesAndWarnsAboutUnreadableHea
 TEST(ModelFiles, SingleFileWithDiffusersConfigsGetsTheRightHeads) {
   io::OpenOptions options;
   options.config_dir = tiny_fixture_dir() / "model";
-  const ModelFiles ldm = io::open_model((tiny_fixture_dir() / "model.ldm.safetensors").string(), options);
+  const ModelFiles ldm =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model.ldm.safetensors").string(), options);
   EXPECT_EQ(ldm.text_encoder.num_heads, 4);
   EXPECT_EQ(ldm.unet.num_heads, (std::vector<int>{2, 4, 4, 4}));
   EXPECT_TRUE(ldm.warnings.empty());
@@ -168,8 +174,8 @@ TEST(ModelFiles, ConfigsThatDisagreeWithASingleFileAreRejected) {
 }
 
 TEST(ModelFiles, TaesdOriginalFilesMatchTheAutoencoderTinyFolder) {
-  const ModelFiles folder = io::open_taesd(tiny_fixture_dir() / "taesd");
-  const ModelFiles original = io::open_taesd(tiny_fixture_dir() / "taesd_decoder.safetensors");
+  const ModelFiles folder = io::open_taesd(models::architecture(), tiny_fixture_dir() / "taesd");
+  const ModelFiles original = io::open_taesd(models::architecture(), tiny_fixture_dir() / "taesd_decoder.safetensors");
   expect_same_weights(original.weights, folder.weights);
   EXPECT_EQ(original.hash, folder.hash);
   ASSERT_TRUE(original.taesd && original.taesd->has_encoder) << "taesd_encoder.safetensors beside it is picked up";
@@ -184,7 +190,7 @@ TEST(ModelFiles, TaesdOriginalFilesMatchTheAutoencoderTinyFolder) {
 TEST(ModelFiles, TaesdDecoderAloneHasNoEncoder) {
   TempDir dir("sdt-io-model");
   fs::copy_file(tiny_fixture_dir() / "taesd_decoder.safetensors", dir.path() / "taesd_decoder.safetensors");
-  const ModelFiles m = io::open_taesd(dir.path() / "taesd_decoder.safetensors");
+  const ModelFiles m = io::open_taesd(models::architecture(), dir.path() / "taesd_decoder.safetensors");
   EXPECT_TRUE(m.taesd->has_decoder);
   EXPECT_FALSE(m.taesd->has_encoder);
   EXPECT_FALSE(m.weights.has("taesd.encoder.layers.0.weight"));
@@ -193,7 +199,8 @@ TEST(ModelFiles, TaesdDecoderAloneHasNoEncoder) {
 TEST(ModelFiles, ExplicitTaesdIsUsedAndATaesdIsNoModel) {
   io::OpenOptions options;
   options.taesd = (tiny_fixture_dir() / "taesd_decoder.safetensors").string();
-  const ModelFiles m = io::open_model((tiny_fixture_dir() / "model.sgm.safetensors").string(), options);
+  const ModelFiles m =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model.sgm.safetensors").string(), options);
   EXPECT_NE(m.parts.back().source.find("taesd_decoder.safetensors"), std::string::npos);
   expect_open_error((tiny_fixture_dir() / "taesd").string(), {"TAESD", "not a whole model"});
   expect_open_error((tiny_fixture_dir() / "taesd_encoder.safetensors").string(), {"TAESD"});
@@ -203,7 +210,7 @@ TEST(ModelFiles, ABrokenTaesdBesideTheModelIsIgnoredButAnExplicitOneFails) {
   TempDir dir("sdt-io-model");
   link_tree(tiny_fixture_dir() / "model", dir.path() / "m");
   write_file(dir.path() / "taesd_decoder.safetensors", "not a safetensors file at all");
-  const ModelFiles m = io::open_model((dir.path() / "m").string());
+  const ModelFiles m = io::open_model(models::architecture(), (dir.path() / "m").string());
   EXPECT_FALSE(m.taesd.has_value());
   ASSERT_EQ(m.warnings.size(), 1u);
   EXPECT_NE(m.warnings[0].find("ignoring the TAESD"), std::string::npos) << m.warnings[0];
@@ -355,7 +362,7 @@ TEST(ModelFiles, Fp16VariantsAndMissingOptionalPartsAreAccepted) {
              folder / "unet" / "diffusion_pytorch_model.fp16.safetensors");
   fs::remove_all(folder / "scheduler");
   fs::remove_all(folder / "tokenizer");
-  const ModelFiles m = io::open_model(folder.string());
+  const ModelFiles m = io::open_model(models::architecture(), folder.string());
   EXPECT_NE(m.parts[1].source.find("diffusion_pytorch_model.fp16.safetensors"), std::string::npos);
   EXPECT_EQ(m.scheduler.timestep_spacing, "trailing");  // SD-Turbo's defaults
   EXPECT_TRUE(m.vocab_json.empty());

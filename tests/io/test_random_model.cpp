@@ -7,6 +7,7 @@
 
 #include "io/model_files.hpp"
 #include "io/weight_specs.hpp"
+#include "models/architecture.hpp"
 #include "sdt/error.hpp"
 #include "test_common.hpp"
 
@@ -30,8 +31,8 @@ Stats stats_of(const std::vector<float>& v) {
 }
 
 TEST(RandomModel, TinyHasTheFixtureArchitectureTensorForTensor) {
-  const auto random = io::make_random_model("random:tiny", 7);
-  const auto fixture = io::open_model((tiny_fixture_dir() / "model").string());
+  const auto random = io::make_random_model(models::architecture(), "random:tiny", 7);
+  const auto fixture = io::open_model(models::architecture(), (tiny_fixture_dir() / "model").string());
   ASSERT_EQ(random.weights.names(), fixture.weights.names());
   for (const auto& name : random.weights.names())
     EXPECT_EQ(random.weights.find(name)->shape, fixture.weights.find(name)->shape) << name;
@@ -45,7 +46,7 @@ TEST(RandomModel, TinyHasTheFixtureArchitectureTensorForTensor) {
 }
 
 TEST(RandomModel, WeightsFollowPyTorchDefaultInitialisation) {
-  const auto m = io::make_random_model("random:tiny", 3);
+  const auto m = io::make_random_model(models::architecture(), "random:tiny", 3);
   // Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in 64 → bound 0.125, std bound/sqrt(3).
   const auto fc2 =
       stats_of(m.weights.get("text_encoder.text_model.encoder.layers.1.mlp.fc2.weight", {32, 64}).to_f32());
@@ -74,9 +75,9 @@ TEST(RandomModel, WeightsFollowPyTorchDefaultInitialisation) {
 }
 
 TEST(RandomModel, SeedsAreReproducibleAndDistinct) {
-  const auto a = io::make_random_model("random:tiny", 11);
-  const auto b = io::make_random_model("random:tiny", 11);
-  const auto c = io::make_random_model("random:tiny", 12);
+  const auto a = io::make_random_model(models::architecture(), "random:tiny", 11);
+  const auto b = io::make_random_model(models::architecture(), "random:tiny", 11);
+  const auto c = io::make_random_model(models::architecture(), "random:tiny", 12);
   const std::string name = "unet.mid_block.attentions.0.proj_in.weight";
   EXPECT_EQ(a.weights.find(name)->to_f32(), b.weights.find(name)->to_f32());
   EXPECT_NE(a.weights.find(name)->to_f32(), c.weights.find(name)->to_f32());
@@ -88,12 +89,12 @@ TEST(RandomModel, SdTurboHasSdTurbosArchitecture) {
   const auto m = io::random_model_configs("random:sd-turbo");  // configs only: nothing generated
   EXPECT_TRUE(m.weights.names().empty());
   // The parameter counts stabilityai/sd-turbo's parts report in transformers/diffusers.
-  EXPECT_EQ(io::count_parameters(io::text_encoder_weights(m.text_encoder)), 340'387'840);
-  EXPECT_EQ(io::count_parameters(io::unet_weights(m.unet)), 865'910'724);
-  EXPECT_EQ(io::count_parameters(io::vae_weights(m.vae, true)), 83'653'863);
-  EXPECT_EQ(io::count_parameters(io::taesd_weights(*m.taesd)), 2'445'063);
+  EXPECT_EQ(io::count_parameters(models::text_encoder_weights(m.text_encoder)), 340'387'840);
+  EXPECT_EQ(io::count_parameters(models::unet_weights(m.unet)), 865'910'724);
+  EXPECT_EQ(io::count_parameters(models::vae_weights(m.vae, true)), 83'653'863);
+  EXPECT_EQ(io::count_parameters(models::taesd_weights(*m.taesd)), 2'445'063);
   EXPECT_EQ(m.unet.num_heads, (std::vector<int>{5, 10, 20, 20}));
-  const auto unet = io::unet_weights(m.unet);
+  const auto unet = models::unet_weights(m.unet);
   const auto find = [&](const std::string& name) {
     for (const auto& s : unet)
       if (s.name == name) return s.shape;
@@ -110,8 +111,8 @@ TEST(RandomModel, SdTurboHasSdTurbosArchitecture) {
 TEST(RandomModel, ARealTaesdReplacesTheRandomOne) {
   io::OpenOptions options;
   options.taesd = (tiny_fixture_dir() / "taesd").string();
-  const auto m = io::open_model("random:tiny", options);
-  const auto fixture = io::open_taesd(tiny_fixture_dir() / "taesd");
+  const auto m = io::open_model(models::architecture(), "random:tiny", options);
+  const auto fixture = io::open_taesd(models::architecture(), tiny_fixture_dir() / "taesd");
   EXPECT_EQ(m.weights.find("taesd.decoder.layers.0.weight")->to_f32(),
             fixture.weights.find("taesd.decoder.layers.0.weight")->to_f32());
   EXPECT_TRUE(m.weights.find("unet.conv_in.weight") != nullptr) << "the random parts survive";
@@ -120,7 +121,7 @@ TEST(RandomModel, ARealTaesdReplacesTheRandomOne) {
 }
 
 TEST(RandomModel, UnknownRandomNamesAreRejected) {
-  EXPECT_THROW(io::make_random_model("random:sdxl"), Error);
+  EXPECT_THROW(io::make_random_model(models::architecture(), "random:sdxl"), Error);
   EXPECT_TRUE(io::is_random_model("random:tiny"));
   EXPECT_FALSE(io::is_random_model("models/random.safetensors"));
 }

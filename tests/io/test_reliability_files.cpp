@@ -8,6 +8,7 @@
 #include "io/model_files.hpp"
 #include "io/safetensors.hpp"
 #include "io_test_helpers.hpp"
+#include "models/architecture.hpp"
 #include "sdt/error.hpp"
 #include "test_common.hpp"
 
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 
 std::string open_error(const std::string& model, const io::OpenOptions& options = {}) {
   try {
-    io::open_model(model, options);
+    io::open_model(models::architecture(), model, options);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadModel) << e.what();
     return e.what();
@@ -75,7 +76,7 @@ TEST(ModelFilesReliability, OpenModelTruncatedWhileMappedFailsOnTheNextReadWitho
   const fs::path vae = folder / "vae" / "diffusion_pytorch_model.safetensors";
   fs::remove(vae);
   fs::copy_file(tiny_fixture_dir() / "model" / "vae" / "diffusion_pytorch_model.safetensors", vae);
-  const io::ModelFiles model = io::open_model(folder.string());
+  const io::ModelFiles model = io::open_model(models::architecture(), folder.string());
   const io::TensorView* view = model.weights.find("vae.decoder.conv_out.weight");
   ASSERT_NE(view, nullptr);
   const std::vector<float> before = view->to_f32();

@@ -12,6 +12,7 @@
 #include "io/mapped_file.hpp"
 #include "io/model_files.hpp"
 #include "io_test_helpers.hpp"
+#include "models/architecture.hpp"
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"
 #include "sdt/utf8_path.hpp"
@@ -114,7 +115,7 @@ TEST(Utf8Path, ModelInANonAsciiFolderOpensAndIsNamedInUtf8) {
   const fs::path folder = path_from_utf8(folder_text);
   fs::create_directories(folder);
   link_tree(tiny_fixture_dir() / "model", folder / "model");
-  const io::ModelFiles m = io::open_model(folder_text + kSep + "model");
+  const io::ModelFiles m = io::open_model(models::architecture(), folder_text + kSep + "model");
   EXPECT_EQ(m.name, folder_text + kSep + "model");
   ASSERT_FALSE(m.parts.empty());
   for (const auto& part : m.parts)
@@ -126,7 +127,7 @@ TEST(Utf8Path, ErrorsNameNonAsciiPathsIntact) {
   TempDir dir("sdt-utf8-errors");
   const std::string missing = path_to_utf8(dir.path()) + kSep + kTokyo + kSep + kNightCity + ".safetensors";
   try {
-    io::open_model(missing);
+    io::open_model(models::architecture(), missing);
     ADD_FAILURE() << "a missing model opened";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
@@ -135,7 +136,7 @@ TEST(Utf8Path, ErrorsNameNonAsciiPathsIntact) {
   const std::string empty_folder = path_to_utf8(dir.path()) + kSep + kEAcute + kNightCity;
   fs::create_directories(path_from_utf8(empty_folder));
   try {
-    io::open_model(empty_folder);
+    io::open_model(models::architecture(), empty_folder);
     ADD_FAILURE() << "an empty folder opened as a model";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadModel);

@@ -7,6 +7,7 @@
 
 #include "io/tensor_view.hpp"
 #include "kernel_test_util.hpp"
+#include "nn/weight_loader.hpp"
 
 using namespace sdt;
 using nn::DType;

@@ -8,7 +8,8 @@
 
 #include "fixture_refs.hpp"
 #include "io/model_files.hpp"
-#include "nn/weight_scope.hpp"
+#include "models/architecture.hpp"
+#include "nn/weight_loader.hpp"
 #include "test_common.hpp"
 
 namespace sdt::test {
@@ -29,13 +30,19 @@ inline const io::ModelFiles& fixture_model(const std::string& relative, const st
     // The fixture's widths are not multiples of 64, so a single file cannot tell its head counts: give it the
     // diffusers configs, as diffusers' from_single_file(config=...) is given them.
     if (relative != "model") options.config_dir = tiny_fixture_dir() / "model";
-    it = opened.emplace(key, io::open_model((tiny_fixture_dir() / relative).string(), options)).first;
+    it = opened.emplace(key, io::open_model(models::architecture(), (tiny_fixture_dir() / relative).string(), options))
+             .first;
   }
   return it->second;
 }
 
-inline nn::WeightScope fp32_scope(const io::ModelFiles& files, const std::string& part) {
-  return nn::WeightScope(shared_context(), files.weights, part + ".", nn::DType::F32);
+// A model part built on the shared context from `files` with fp32 weights, every weight uploaded.
+template <typename Model, typename Config>
+Model load_fp32(const io::ModelFiles& files, const std::string& part, const Config& config) {
+  auto loader = std::make_shared<nn::WeightLoader>(shared_context(), &files.weights);
+  Model model(nn::WeightScope(loader, part + ".", nn::DType::F32), config);
+  loader->finish();
+  return model;
 }
 
 template <typename Layout>

@@ -17,7 +17,7 @@ TEST_P(ClipTextEncoderLayouts, MatchesTransformersHiddenStatesForEveryPrompt) {
   const FixtureRefs& refs = FixtureRefs::get();
   const io::ModelFiles& files = fixture_model(GetParam().path);
   cl::Context& ctx = shared_context();
-  const models::ClipTextEncoder encoder(fp32_scope(files, "text_encoder"), files.text_encoder);
+  const auto encoder = load_fp32<models::ClipTextEncoder>(files, "text_encoder", files.text_encoder);
   std::set<std::string> prompts_seen;
   for (const auto& c : refs.txt2img_cases()) {
     const std::string name = c["case"];
@@ -40,7 +40,7 @@ TEST(ClipTextEncoder, RejectsAConfigThatDisagreesWithTheWeightsNamingTheTensor) 
   io::TextEncoderConfig wrong = files.text_encoder;
   wrong.intermediate_size *= 2;
   try {
-    models::ClipTextEncoder encoder(fp32_scope(files, "text_encoder"), wrong);
+    load_fp32<models::ClipTextEncoder>(files, "text_encoder", wrong);
     FAIL() << "a text encoder with the wrong MLP width was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadModel);

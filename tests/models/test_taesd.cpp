@@ -19,7 +19,7 @@ TEST_P(TaesdLayouts, DecoderMatchesAutoencoderTinyImages) {
   const io::ModelFiles& files = fixture_model("model", GetParam().path);
   ASSERT_TRUE(files.taesd.has_value());
   cl::Context& ctx = shared_context();
-  const models::TaesdDecoder decoder(fp32_scope(files, "taesd"), *files.taesd);
+  const auto decoder = load_fp32<models::TaesdDecoder>(files, "taesd", *files.taesd);
   // Every case from the diffusers layout; any case runs every decoder weight, so one case shows that the
   // original layout's names are mapped right, at a seventh of the CPU time in CI.
   std::vector<nlohmann::json> cases = refs.txt2img_cases();
@@ -43,7 +43,7 @@ TEST_P(TaesdLayouts, EncoderMatchesAutoencoderTinyLatents) {
   ASSERT_TRUE(files.taesd.has_value());
   ASSERT_TRUE(files.taesd->has_encoder);
   cl::Context& ctx = shared_context();
-  const models::TaesdEncoder encoder(fp32_scope(files, "taesd"), *files.taesd);
+  const auto encoder = load_fp32<models::TaesdEncoder>(files, "taesd", *files.taesd);
   const nn::Tensor input = nn::upload(ctx, refs.tensor("img2img_input"), refs.shape("img2img_input"));  // [0, 1]
   const nn::Tensor latents = encoder(ctx, input);
   ASSERT_EQ(latents.shape, refs.shape("taesd_encode_input"));

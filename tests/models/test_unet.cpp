@@ -16,7 +16,7 @@ TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
   const FixtureRefs& refs = FixtureRefs::get();
   const io::ModelFiles& files = fixture_model(GetParam().path);
   cl::Context& ctx = shared_context();
-  const models::UNet2DConditionModel unet(fp32_scope(files, "unet"), files.unet);
+  const auto unet = load_fp32<models::UNet2DConditionModel>(files, "unet", files.unet);
   for (const auto& c : refs.txt2img_cases()) {
     const std::string name = c["case"];
     const std::vector<std::int64_t> latent_shape = refs.shape(name + "_unet_in");
@@ -36,11 +36,18 @@ TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
 
 INSTANTIATE_TEST_SUITE_P(Fixture, UNetLayouts, ::testing::ValuesIn(model_layouts()), layout_name<ModelLayout>);
 
-TEST(UNet, RejectsHeadCountsThatDoNotDivideTheChannels) {
+// The rule lives in the config's validation, which every config passes before a model is built from it.
+TEST(UNet, HeadCountsThatDoNotDivideTheChannelsAreRefusedByTheConfigRules) {
   const io::ModelFiles& files = fixture_model("model");
   io::UNetConfig wrong = files.unet;
   wrong.num_heads[0] = 3;  // 32 channels
-  EXPECT_THROW(models::UNet2DConditionModel(fp32_scope(files, "unet"), wrong), Error);
+  try {
+    io::validate(wrong, "unet/config.json");
+    FAIL() << "3 heads over 32 channels were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadModel);
+    EXPECT_NE(e.message().find("not divisible by its 3 attention heads"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ TEST_P(VaeLayouts, DecoderMatchesDiffusersImages) {
   const FixtureRefs& refs = FixtureRefs::get();
   const io::ModelFiles& files = fixture_model(GetParam().path);
   cl::Context& ctx = shared_context();
-  const models::VaeDecoder decoder(fp32_scope(files, "vae"), files.vae);
+  const auto decoder = load_fp32<models::VaeDecoder>(files, "vae", files.vae);
   // Every case from the diffusers folder. Any case runs every decoder weight, so one case per single-file layout
   // shows its mapping is right, at a seventh of the CPU time in CI.
   std::vector<nlohmann::json> cases = refs.txt2img_cases();
@@ -43,7 +43,7 @@ TEST_P(VaeLayouts, EncoderMatchesDiffusersLatentDistribution) {
   const io::ModelFiles& files = fixture_model(GetParam().path);
   ASSERT_TRUE(files.has_vae_encoder);
   cl::Context& ctx = shared_context();
-  const models::VaeEncoder encoder(fp32_scope(files, "vae"), files.vae);
+  const auto encoder = load_fp32<models::VaeEncoder>(files, "vae", files.vae);
   std::vector<float> input = refs.tensor("img2img_input");  // [3, H, W] in [0, 1]
   for (float& v : input) v = 2.0f * v - 1.0f;
   const nn::Tensor moments = encoder(ctx, nn::upload(ctx, input, refs.shape("img2img_input")));

@@ -19,6 +19,7 @@
 #include "faults.hpp"
 #include "io/model_files.hpp"
 #include "io/safetensors.hpp"
+#include "models/architecture.hpp"
 #include "pipeline/pipeline.hpp"
 #include "runtime/cl_error.hpp"
 #include "sdt/error.hpp"
@@ -134,8 +135,8 @@ TEST(EngineReliability, WeightFileTruncatedBetweenOpeningAndUploadFailsCleanly) 
   TempDir dir("sdt-test-truncated-live");
   const fs::path model = model_with_copied_weights(dir.path(), "unet", "diffusion_pytorch_model.safetensors");
   const fs::path weights = model / "unet" / "diffusion_pytorch_model.safetensors";
-  const io::ModelFiles files = io::open_model(model.string());  // validated and mapped
-  fs::resize_file(weights, fs::file_size(weights) / 2);         // the download restarted, the disk filled, ...
+  const io::ModelFiles files = io::open_model(models::architecture(), model.string());  // validated and mapped
+  fs::resize_file(weights, fs::file_size(weights) / 2);  // the download restarted, the disk filled, ...
   auto ctx = make_context();
   const std::string message =
       error_of([&] { (void)pipeline::load_models(*ctx, files, nn::DType::F32); }, ErrorKind::Io);
@@ -396,6 +397,9 @@ TEST(EngineReliability, ColdCacheBuildFailureCancelDuringBuildsAndSourceBuiltKer
   TempDir cache("sdt-test-cold-cache");
   EngineOptions o = fixture_engine_options();
   o.cache_dir = cache.path();
+  // Programs built when first used, as for sizes the opening did not prepare (test_model_opening.cpp covers the
+  // preparation while opening, and a failure there).
+  o.prepare_kernels = false;
   Engine cold(o);
 
   // 18: the first program built from source fails; the message carries the call and the failure is logged with

@@ -27,6 +27,22 @@ enum class WeightStorage { F16, F32 };
 const char* to_string(Decoder decoder);
 std::optional<Decoder> parse_decoder(const std::string& text);
 
+// What opening a model is doing, for a progress display (EngineOptions::on_open_progress): the weights read from
+// the files and on the device, and the GPU kernels prepared for the device meanwhile (built from source the first
+// time a device and driver are seen, then loaded from the kernel cache).
+struct OpenProgress {
+  std::uint64_t bytes_read = 0;      // weights read from the files (or from memory, for the random models)
+  std::uint64_t bytes_uploaded = 0;  // of those, what is known to be on the device
+  std::uint64_t bytes_total = 0;     // 0 until the files are open
+  int kernels_ready = 0;             // kernel programs prepared (built, or loaded from the cache)
+  int kernels_total = 0;             // programs prepared while opening; 0 until known
+  int kernels_to_build = 0;          // of kernels_total, those not in the cache: built from source, once
+  std::string device;                // the device's name; empty until it is chosen
+};
+// Called on the thread that constructs the Engine, between pieces of work (every staging buffer of weights, every
+// kernel program): often, so a display should throttle itself. It must not throw.
+using OpenProgressCallback = std::function<void(const OpenProgress&)>;
+
 struct EngineOptions {
   // A diffusers folder, a single-file checkpoint, or "random:tiny" / "random:sd-turbo" (seeded random weights).
   std::string model = "random:tiny";
@@ -44,6 +60,14 @@ struct EngineOptions {
   bool profile_kernels = false;     // keep per-kernel events for a per-family breakdown (benchmark)
   // Checked between weight uploads while the engine opens: raising it stops loading with Error (Cancelled).
   const std::atomic<bool>* cancel = nullptr;
+  // Progress while the engine opens (also when generate() reopens it after a device failure).
+  OpenProgressCallback on_open_progress;
+  // The kernels a txt2img image of this size needs are built (or loaded from the kernel cache) while the model
+  // opens, in parallel, so the first generation does not stop to compile; other sizes and img2img build what they
+  // need beyond that when first used. false: every program is built when first used.
+  bool prepare_kernels = true;
+  int prepare_width = 512;
+  int prepare_height = 512;
   std::size_t prompt_cache_entries = 16;  // text-encoder outputs kept on the device (LRU)
   // Fail while opening, before the device is touched, when the model has no TAESD decoder (the CLI sets it for
   // --decoder tiny/both).
@@ -127,11 +151,25 @@ struct KernelProfileEntry {
 // One-time costs of opening the engine.
 struct LoadTimings {
   double model_load_ms = 0;    // reading and validating files (or generating random weights)
-  double upload_ms = 0;        // weights to the device
-  double kernel_build_ms = 0;  // program builds (source or cache)
+  double upload_ms = 0;        // weights to the device: the whole staged upload below, wall clock
+  double kernel_build_ms = 0;  // program builds (source or cache), summed over threads and generate() calls
   int kernel_cache_hits = 0;
   int kernel_cache_misses = 0;
+  // Kernel preparation while opening (EngineOptions::prepare_kernels): the programs, how many had to be built from
+  // source, the wall time from its start to the last program, and how long opening waited for it after the weights.
+  int kernels_prepared = 0;
+  int kernels_built_while_opening = 0;
+  double kernel_prepare_ms = 0;
+  double kernel_wait_ms = 0;
   std::uint64_t weight_bytes = 0;  // on the device
+  // The staged upload in parts. They overlap (reading runs while the device copies and converts), so their times
+  // do not add up to upload_ms; each rate is bytes over its own time.
+  std::uint64_t file_bytes = 0;  // read from the files, and copied to the device as they are
+  double read_ms = 0;            // from the first read's start to the last read's end
+  int read_threads = 0;
+  double transfer_ms = 0;             // device time of the host → device copies, summed
+  std::uint64_t converted_bytes = 0;  // file bytes narrowed or widened into the storage type on the device
+  double convert_ms = 0;              // device time of the conversion kernels, summed
 };
 
 struct ModelSummary {
@@ -141,6 +179,7 @@ struct ModelSummary {
   bool random_weights = false;
   bool has_taesd = false;
   bool has_vae_encoder = false;
+  std::string file_dtypes;  // of the weights as stored in the files: "F16", "F32", "F16+F32", ...
   // Things the user should know that did not stop loading (a guessed head count, no VAE encoder, the bundled
   // tokenizer, ...), from the model files.
   std::vector<std::string> warnings;
