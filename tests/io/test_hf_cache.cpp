@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "io/model_files.hpp"
+#include "models/architecture.hpp"
 #include "io_test_helpers.hpp"
 #include "sdt/error.hpp"
 #include "sdt/hf_cache.hpp"
@@ -145,7 +146,7 @@ TEST(HfCache, RefsMainNamesTheSnapshotThatOpensAsTheModel) {
 
   io::OpenOptions options;
   options.compute_hash = false;
-  const io::ModelFiles model = io::open_model("hf:stabilityai/sd-turbo", options);
+  const io::ModelFiles model = io::open_model(models::architecture(), "hf:stabilityai/sd-turbo", options);
   EXPECT_EQ(model.name, "hf:stabilityai/sd-turbo");
   EXPECT_EQ(model.layout, "diffusers folder");
   EXPECT_FALSE(model.taesd) << "no TAESD in this cache";
@@ -161,12 +162,12 @@ TEST(HfCache, TaesdOfTheCacheIsAttachedToAModelOfTheCache) {
   const CacheEnv env(hub);
   io::OpenOptions options;
   options.compute_hash = false;
-  const io::ModelFiles model = io::open_model("hf:stabilityai/sd-turbo", options);
+  const io::ModelFiles model = io::open_model(models::architecture(), "hf:stabilityai/sd-turbo", options);
   ASSERT_TRUE(model.taesd);
   EXPECT_TRUE(model.taesd->has_decoder);
   // And named on its own, as --taesd takes it.
   options.taesd = "hf:madebyollin/taesd";
-  EXPECT_TRUE(io::open_model(path_to_utf8(tiny_fixture_dir() / "model"), options).taesd);
+  EXPECT_TRUE(io::open_model(models::architecture(), path_to_utf8(tiny_fixture_dir() / "model"), options).taesd);
 }
 
 TEST(HfCache, AnInterruptedSnapshotIsNotAModel) {
@@ -182,7 +183,7 @@ TEST(HfCache, AnInterruptedSnapshotIsNotAModel) {
   EXPECT_FALSE(is_complete_hf_snapshot(repo / "snapshots" / kCommitA));
   EXPECT_FALSE(find_hf_snapshot(kSdTurboRepo));
   try {
-    io::open_model("hf:stabilityai/sd-turbo");
+    io::open_model(models::architecture(), "hf:stabilityai/sd-turbo");
     FAIL() << "a partial snapshot opened";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadModel);
