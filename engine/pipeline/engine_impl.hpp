@@ -21,7 +21,8 @@ struct Engine::Impl {
 
   // Opens the files, the device and uploads the models (also used to recover after a device loss).
   void open();
-  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel);
+  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel,
+                  const PreviewCallback& on_preview = {});
   void validate(const Request& request) const;
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image) const;
 
