@@ -396,6 +396,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   thread_->setObjectName(QStringLiteral("engine"));
   worker_ = new EngineWorker;
   worker_->moveToThread(thread_);
+  // The thread's last act: a hand-over after everything the worker did on it (the activity it set last, as a load
+  // or job unwinds), which shutdown() receives once wait() returns, before the worker is deleted. Without it
+  // ThreadSanitizer sees the worker's mutex freed unordered with its last use (QThread::wait orders them, invisibly).
+  QObject::connect(thread_, &QThread::finished, thread_, [] { post_handoff([] {}); }, Qt::DirectConnection);
 
   connect(this, &EngineHost::request_devices, worker_, &EngineWorker::list_devices, Qt::QueuedConnection);
   connect(this, &EngineHost::request_load, worker_, &EngineWorker::load, Qt::QueuedConnection);
