@@ -194,16 +194,17 @@ void Engine::Impl::open() {
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() = default;
 
-Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel) {
+Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel,
+                        const PreviewCallback& on_preview) {
   try {
-    return impl_->generate(request, on_progress, cancel);
+    return impl_->generate(request, on_progress, cancel, on_preview);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::OutOfMemory) throw;
     // Impl::generate has already dropped the cached prompt embeddings and the pool's free buffers. The second
     // try computes the same thing in the same order, so the pixels are those the first would have given.
     log::get("engine")->warn("device memory ran out ({}); caches freed, trying once more", e.message());
     try {
-      Result result = impl_->generate(request, on_progress, cancel);
+      Result result = impl_->generate(request, on_progress, cancel, on_preview);
       result.warnings.push_back("the device ran out of memory on the first try (" + e.message() +
                                 "); the engine freed its caches and the second try succeeded");
       return result;
@@ -216,7 +217,7 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
       tiled.vae_tiling = VaeTiling::Always;
       log::get("engine")->warn("the VAE decode does not fit into device memory ({}); decoding it in tiles",
                                again.message());
-      Result result = impl_->generate(tiled, on_progress, cancel);
+      Result result = impl_->generate(tiled, on_progress, cancel, on_preview);
       // Latents no larger than a tile are decoded whole even so: then this was merely a third try.
       if (result.vae_tile == 0) {
         result.warnings.push_back("the device ran out of memory twice (" + again.message() +
@@ -230,6 +231,10 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
       return result;
     }
   }
+}
+
+bool Engine::can_preview() const {
+  return impl_->summary_.has_taesd;
 }
 
 void Engine::validate(const Request& request) const {

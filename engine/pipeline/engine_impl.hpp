@@ -22,7 +22,8 @@ struct Engine::Impl {
   // Opens the files, the device and uploads the models (also used to recover after a device loss).
   void open();
   // One generation (generation.cpp): record the stages, one wait, read-back and checks, stage times.
-  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel);
+  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel,
+                  const PreviewCallback& on_preview = {});
   // In generate()'s handler of a failure: drains the queue and sets what the next request needs.
   void recover_after_failure(bool non_finite, bool vae_decode_began);
   void validate(const Request& request) const;

@@ -110,12 +110,20 @@ struct PendingOutputs {
 };
 
 RecordedStages record_stages(cl::Context& ctx, pipeline::Pipeline& pipeline, const Request& request,
-                             StageBookkeeping& stages, bool& vae_decode_began) {
+                             StageBookkeeping& stages, const PreviewCallback& on_preview, bool& vae_decode_began) {
   RecordedStages recorded;
-  recorded.out = pipeline.run(request, [&](Stage stage, int step, int steps) {
-    if (stage == Stage::VaeDecode) vae_decode_began = true;
-    stages.enter(stage, step, steps, "generation cancelled before " + stage_label(stage, step));
-  });
+  PreviewCallback preview;
+  if (on_preview)
+    preview = [&](const StepPreview& p) {
+      if (!stages.cancelled()) on_preview(p);  // a cancelled run shows nothing more; the next step's hook stops it
+    };
+  recorded.out = pipeline.run(
+      request,
+      [&](Stage stage, int step, int steps) {
+        if (stage == Stage::VaeDecode) vae_decode_began = true;
+        stages.enter(stage, step, steps, "generation cancelled before " + stage_label(stage, step));
+      },
+      preview);
   // Image conversion is enqueued with its decoder's stage, before the checks wait for the queue.
   if (recorded.out.image_vae.defined()) {
     ctx.set_stage(stage_label(Stage::VaeDecode));
@@ -212,7 +220,7 @@ void check_outputs(cl::Context& ctx, pipeline::Pipeline& pipeline, const Request
 }  // namespace
 
 Result Engine::Impl::generate(const Request& request, const ProgressCallback& on_progress,
-                              const std::atomic<bool>* cancel) {
+                              const std::atomic<bool>* cancel, const PreviewCallback& on_preview) {
   const auto start = Clock::now();
   validate(request);
   if (cancel && cancel->load(std::memory_order_relaxed))
@@ -236,7 +244,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   bool vae_decode_began = false;
   try {
     StageBookkeeping stages(ctx, result.timings, on_progress, cancel);
-    const RecordedStages recorded = record_stages(ctx, *pipeline_, request, stages, vae_decode_began);
+    const RecordedStages recorded = record_stages(ctx, *pipeline_, request, stages, on_preview, vae_decode_began);
     note_truncation(recorded.out, result);
     stages.enter(Stage::ReadBack, 0, 0, "generation cancelled before the read-back");
 
