@@ -69,6 +69,8 @@ options=(
 )
 compiler="$(x86_64-w64-mingw32-g++-posix --version | head -n 1)"
 key="$(printf '%s\n' "qt6-base $host_version" "$compiler" "${options[@]}" | cat - "$toolchain" | sha256sum | cut -c1-16)"
+# The patches below change a few sources only: they are part of the prefix's stamp, not of the build folder's.
+patches_id="wintab-optional-1"
 
 # One build at a time: a second run (another terminal, the installer test) waits for the first, then finds the
 # prefix current.
@@ -79,7 +81,7 @@ if ! flock -n 9; then
   flock 9
 fi
 
-if [ "$force" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] &&
+if [ "$force" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key $patches_id" ] &&
   [ -f "$qt_prefix/lib/cmake/Qt6/Qt6Config.cmake" ]; then
   echo "build-qt-windows: Qt $upstream for mingw-w64 is up to date in $qt_prefix"
   exit 0
@@ -99,6 +101,26 @@ if [ -z "$src" ] || [ ! -f "$src/CMakeLists.txt" ]; then
   src="$(find "$deps/src" -maxdepth 1 -type d -name "qt6-base-$upstream*" | sort | tail -n 1)"
 fi
 echo "build-qt-windows: Qt $upstream from $src"
+
+# ---- patches to Debian's source ------------------------------------------------------------------------------------
+# Debian's +dfsg source drops src/3rdparty/wintab (Wacom's Wintab header, whose licence forbids modification), which
+# the `windows` platform plugin includes for legacy tablet drivers. Without it the plugin keeps Windows' own pen
+# input (WM_POINTER, Windows 8 and later) and leaves out only the Wintab path: its sources are left out of the
+# plugin and its uses compiled out. Idempotent, and limited to the plugin, so an existing build folder is reused.
+plugin="$src/src/plugins/platforms/windows"
+if [ ! -f "$src/src/3rdparty/wintab/wintab.h" ] && ! grep -q SDT_NO_WINTAB "$plugin/qwindowscontext.cpp"; then
+  sed -i 's|CONDITION QT_FEATURE_tabletevent$|CONDITION QT_FEATURE_tabletevent AND EXISTS "${QtBase_SOURCE_DIR}/src/3rdparty/wintab/wintab.h"|' \
+    "$plugin/CMakeLists.txt"
+  sed -i 's|^#if QT_CONFIG(tabletevent)$|#if QT_CONFIG(tabletevent) \&\& !defined(SDT_NO_WINTAB)|' "$plugin/qwindowscontext.cpp"
+  sed -i '0,/^#if QT_CONFIG(tabletevent)$/s||#if QT_CONFIG(tabletevent) \&\& !defined(SDT_NO_WINTAB)|' "$plugin/qwindowspointerhandler.cpp"
+  sed -i '1i #define SDT_NO_WINTAB 1 // build-qt-windows.sh: Wintab is not in the source package' \
+    "$plugin/qwindowscontext.cpp" "$plugin/qwindowspointerhandler.cpp"
+fi
+grep -q 'AND EXISTS "${QtBase_SOURCE_DIR}/src/3rdparty/wintab/wintab.h"' "$plugin/CMakeLists.txt" ||
+  [ -f "$src/src/3rdparty/wintab/wintab.h" ] || {
+  echo "build-qt-windows: could not make Wintab optional in $plugin (Qt's sources changed?)" >&2
+  exit 1
+}
 
 # ---- configure, build, install -----------------------------------------------------------------------------------
 build="$deps/build/qt6-base"
@@ -129,7 +151,7 @@ t2=$SECONDS
 mkdir -p "$qt_prefix/LICENSES"
 cp "$src"/LICENSES/*.txt "$qt_prefix/LICENSES/"
 cp "$src/debian/copyright" "$qt_prefix/LICENSES/debian-copyright.txt"
-echo "$key" >"$stamp"
+echo "$key $patches_id" >"$stamp"
 printf 'qt6-base %s\nconfigure: %d s\nbuild+install: %d s\njobs: %s\n' "$host_version" "$((t1 - t0))" \
   "$((t2 - t1))" "$jobs" >"$qt_prefix/sdt-qt-build-time.txt"
 echo "build-qt-windows: Qt $upstream installed in $qt_prefix (configure $((t1 - t0)) s, build+install $((t2 - t1)) s)"

@@ -106,6 +106,13 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(generate_, 3);
   buttons->addWidget(cancel_, 1);
+  while_typing_ = new QCheckBox(tr("Generate while typing"));
+  while_typing_->setObjectName(QStringLiteral("generate_while_typing"));
+  while_typing_->setToolTip(
+      tr("Make a new image with the same seed a moment after each change; a run in progress is cancelled. Only the "
+         "images you keep (Keep, Ctrl+S) go to the gallery"));
+  while_typing_->setChecked(settings_->generate_while_typing());
+  connect(while_typing_, &QCheckBox::toggled, settings_, &Settings::set_generate_while_typing);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 8, 8, 8);
@@ -115,15 +122,34 @@ ControlsPanel::ControlsPanel(Settings* settings, QWidget* parent) : QWidget(pare
   layout->addWidget(prompt_label);
   layout->addWidget(prompt_, 2);
   layout->addLayout(buttons);
+  layout->addWidget(while_typing_);
   layout->addWidget(progress_);
   layout->addWidget(stage_);
   layout->addWidget(build_image_group());
+  init_image_ = new InitImagePanel;
+  connect(init_image_, &InitImagePanel::use_size_requested, this, [this](QSize size) {
+    updating_ = true;
+    width_->setValue(size.width());
+    height_->setValue(size.height());
+    updating_ = false;
+    size_changed_by_spin();
+  });
+  layout->addWidget(init_image_);
   layout->addWidget(build_seed_group());
   layout->addWidget(build_decoder_group());
   layout->addWidget(build_model_group());
   layout->addStretch(1);
 
   load_from_settings();
+
+  // Every control a request depends on, for generate-while-typing (programmatic changes count too: a restore
+  // from a PNG is a change).
+  connect(prompt_, &QPlainTextEdit::textChanged, this, &ControlsPanel::request_changed);
+  for (QSpinBox* spin : {width_, height_, steps_}) connect(spin, &QSpinBox::valueChanged, this, &ControlsPanel::request_changed);
+  for (QCheckBox* box : {random_seed_, fast_vae_, compare_})
+    connect(box, &QCheckBox::toggled, this, &ControlsPanel::request_changed);
+  connect(seed_, &QLineEdit::textChanged, this, &ControlsPanel::request_changed);
+  connect(init_image_, &InitImagePanel::changed, this, &ControlsPanel::request_changed);
 }
 
 QWidget* ControlsPanel::build_image_group() {
@@ -328,6 +354,7 @@ void ControlsPanel::size_changed_by_spin() {
     if (size_preset_->itemData(i).toSize() == size) match = i;
   size_preset_->setCurrentIndex(match);
   settings_->set_image_size(size);
+  if (init_image_) init_image_->set_target_size(size);
 }
 
 void ControlsPanel::update_decoder_controls() {
@@ -373,6 +400,12 @@ sdt::Request ControlsPanel::make_request() {
     r.seed = QRandomGenerator::global()->generate();
   } else {
     r.seed = seed_->text().toULongLong();
+  }
+  if (init_image_->has_image()) {
+    // Fitted to the chosen size by the chosen resize mode, as the panel's preview shows it.
+    init_image_->set_target_size({r.width, r.height});
+    r.init_image = init_image_->start_image();
+    r.strength = init_image_->strength();
   }
   return r;
 }
@@ -462,6 +495,8 @@ void ControlsPanel::apply(const ImageParameters& p) {
     updating_ = false;
     size_changed_by_spin();
   }
+  if (p.denoising_strength && *p.denoising_strength > 0 && *p.denoising_strength <= 1)
+    init_image_->set_strength(*p.denoising_strength);
   if (p.decoder == QLatin1String("both")) {
     compare_->setChecked(true);
   } else if (!p.decoder.isEmpty()) {

@@ -1,5 +1,6 @@
 // ControlsPanel: the left column of the main window. The prompt, Generate / Cancel with per-stage progress, the
-// image parameters (size presets and custom multiples of 64, steps 1–4, batch count), the seed (random or fixed;
+// image parameters (size presets and custom multiples of 64, steps 1–4, batch count), the start image of an
+// image-to-image run with its strength (InitImagePanel), the seed (random or fixed;
 // the seed actually used is shown, copyable, and "reuse" fixes it), the decoder (full VAE, fast TAESD, or both to
 // compare), and the model and device in use. Every value is kept in Settings as it changes.
 #pragma once
@@ -16,6 +17,7 @@
 #include <QWidget>
 
 #include "ui/image_parameters.hpp"
+#include "ui/init_image_panel.hpp"
 #include "ui/settings.hpp"
 #include "ui/types.hpp"
 
@@ -49,7 +51,10 @@ class ControlsPanel : public QWidget {
   void apply(const ImageParameters& parameters);
 
   QPlainTextEdit* prompt_edit() const { return prompt_; }
+  InitImagePanel* init_image_panel() const { return init_image_; }
   QPushButton* generate_button() const { return generate_; }
+  QCheckBox* while_typing_box() const { return while_typing_; }
+  bool random_seed() const { return random_seed_->isChecked(); }
   QPushButton* cancel_button() const { return cancel_; }
   QLabel* used_seed_label() const { return used_seed_; }
   QProgressBar* progress_bar() const { return progress_; }
@@ -57,6 +62,8 @@ class ControlsPanel : public QWidget {
 
  Q_SIGNALS:
   void generate_requested();
+  // Something a generation depends on changed (prompt, size, steps, seed, decoder, start image, strength).
+  void request_changed();
   void cancel_requested();
   void device_chosen(const QString& selector);
 
@@ -77,6 +84,7 @@ class ControlsPanel : public QWidget {
   QPlainTextEdit* prompt_ = nullptr;
   QPushButton* generate_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QCheckBox* while_typing_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* stage_ = nullptr;
   QComboBox* size_preset_ = nullptr;
@@ -89,6 +97,7 @@ class ControlsPanel : public QWidget {
   QLabel* used_seed_ = nullptr;
   QToolButton* copy_seed_ = nullptr;
   QToolButton* reuse_seed_ = nullptr;
+  InitImagePanel* init_image_ = nullptr;
   QCheckBox* fast_vae_ = nullptr;
   QCheckBox* compare_ = nullptr;
   QLabel* model_name_ = nullptr;

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <memory>
 
-#include "runtime/log.hpp"
+#include "sdt/log.hpp"
 #include "ui/command_line.hpp"
 #include "ui/logging.hpp"
 #include "ui/model_download.hpp"
@@ -71,7 +71,7 @@ int run_download_command(QCoreApplication& app) {
   CommandLine command_line;
   command_line.process(app);  // --help, --version and mistakes end the process here
   const QString log_file = install_log_sinks(Settings::log_folder());
-  sdt::log::set_level(spdlog::level::info);
+  sdt::set_log_level(sdt::LogLevel::Info);
   ui_log()->info("sdturbo --download-model; log file {}", log_file.toStdString());
 
   auto settings = command_line.has_settings_file() ? std::make_unique<Settings>(command_line.settings_file(), nullptr)

@@ -67,6 +67,7 @@ void register_meta_types() {
   qRegisterMetaType<GenerationJob>();
   qRegisterMetaType<GeneratedImage>();
   qRegisterMetaType<ProgressInfo>();
+  qRegisterMetaType<StepPreviewImage>();
   qRegisterMetaType<Failure>();
   qRegisterMetaType<sdt::DeviceInfo>();
   qRegisterMetaType<QList<sdt::DeviceInfo>>();
@@ -310,8 +311,19 @@ void EngineWorker::generate(const GenerationJob& job) {
                                           : QString::fromUtf8(sdt::stage_name(info.stage))));
         post_handoff([&] { Q_EMIT progress(info); });
       };
+      sdt::PreviewCallback on_preview;
+      if (job.previews)
+        on_preview = [&](const sdt::StepPreview& p) {
+          StepPreviewImage info;
+          info.job_id = job.id;
+          info.index = index;
+          info.step = p.step;
+          info.steps = p.steps;
+          info.image = to_qimage(p.image);
+          post_handoff([&] { Q_EMIT preview(info); });
+        };
       try {
-        const sdt::Result result = engine_->generate(request, on_progress, &cancel_flag_);
+        const sdt::Result result = engine_->generate(request, on_progress, &cancel_flag_, on_preview);
         image = package(job, index, request, result);
       } catch (const sdt::Error& e) {
         if (e.kind() != sdt::ErrorKind::Cancelled) throw;
@@ -384,6 +396,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   thread_->setObjectName(QStringLiteral("engine"));
   worker_ = new EngineWorker;
   worker_->moveToThread(thread_);
+  // The thread's last act: a hand-over after everything the worker did on it (the activity it set last, as a load
+  // or job unwinds), which shutdown() receives once wait() returns, before the worker is deleted. Without it
+  // ThreadSanitizer sees the worker's mutex freed unordered with its last use (QThread::wait orders them, invisibly).
+  QObject::connect(thread_, &QThread::finished, thread_, [] { post_handoff([] {}); }, Qt::DirectConnection);
 
   connect(this, &EngineHost::request_devices, worker_, &EngineWorker::list_devices, Qt::QueuedConnection);
   connect(this, &EngineHost::request_load, worker_, &EngineWorker::load, Qt::QueuedConnection);
@@ -394,6 +410,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent) {
   relay(&EngineWorker::loading, &EngineHost::loading_started);
   relay(&EngineWorker::opening, &EngineHost::opening);
   relay(&EngineWorker::progress, &EngineHost::progress);
+  relay(&EngineWorker::preview, &EngineHost::preview);
   relay(&EngineWorker::image_ready, &EngineHost::image_ready);
   connect(
       worker_, &EngineWorker::loaded, this,
@@ -451,12 +468,13 @@ quint64 EngineHost::load(const LoadRequest& request) {
   return numbered.id;
 }
 
-quint64 EngineHost::generate(const sdt::Request& request, int batch_count) {
+quint64 EngineHost::generate(const sdt::Request& request, int batch_count, bool previews) {
   if (shut_down_) return 0;
   GenerationJob job;
   job.id = next_job_id_++;
   job.request = request;
   job.batch_count = batch_count;
+  job.previews = previews;
   settle(+1, 0);
   post_handoff([&] { Q_EMIT request_generate(job); });
   return job.id;

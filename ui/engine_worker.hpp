@@ -52,6 +52,7 @@ class EngineWorker : public QObject {
   void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
+  void preview(const sdt::ui::StepPreviewImage& image);
   void image_ready(const sdt::ui::GeneratedImage& image);
   // Every job ends with exactly one of finished() or failed() carrying its id; every load with loaded() or
   // failed() with during_load set.
@@ -92,7 +93,8 @@ class EngineHost : public QObject {
   // Queues the opening of a model; returns its id.
   quint64 load(const LoadRequest& request);
   // Queues a job; returns its id.
-  quint64 generate(const sdt::Request& request, int batch_count);
+  // `previews`: live previews between the steps (StepPreviewImage), when the model has TAESD.
+  quint64 generate(const sdt::Request& request, int batch_count, bool previews = false);
   // Cancels the running job and every queued one, and the opening of a model, running or queued (thread-safe
   // flags, see the file comment).
   void cancel();
@@ -109,6 +111,7 @@ class EngineHost : public QObject {
   QString left_running() const { return left_running_; }
 
   bool busy() const { return outstanding_ > 0; }
+  int outstanding() const { return outstanding_; }  // jobs and loads handed to the worker and not yet ended
   bool loading() const { return loads_outstanding_ > 0; }
   QThread* thread_of_worker() { return thread_; }
 
@@ -118,6 +121,7 @@ class EngineHost : public QObject {
   void opening(const sdt::OpenProgress& progress);
   void loaded(const sdt::ui::EngineInfo& info);
   void progress(const sdt::ui::ProgressInfo& info);
+  void preview(const sdt::ui::StepPreviewImage& image);
   void image_ready(const sdt::ui::GeneratedImage& image);
   void finished(quint64 job_id, bool cancelled);
   void failed(const sdt::ui::Failure& failure);

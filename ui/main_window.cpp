@@ -102,6 +102,11 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
 
   adopt_existing_model();  // before listening to the settings: the model opens once, below
   connect(settings_, &Settings::changed, this, &MainWindow::on_settings_changed);
+  live_timer_.setSingleShot(true);
+  live_timer_.setInterval(kLiveDelayMs);
+  connect(&live_timer_, &QTimer::timeout, this, &MainWindow::start_live_generation);
+  connect(controls_, &ControlsPanel::request_changed, this, &MainWindow::on_request_changed);
+  update_live_mode();
   reload_timer_.setSingleShot(true);
   reload_timer_.setInterval(0);
   connect(&reload_timer_, &QTimer::timeout, this, &MainWindow::reload_engine);
@@ -121,6 +126,9 @@ MainWindow::MainWindow(Settings* settings, QWidget* parent) : QMainWindow(parent
   connect(gallery_, &GalleryPanel::use_settings_requested, controls_, &ControlsPanel::apply);
   connect(gallery_, &GalleryPanel::message, this,
           [this](MessageBar::Level level, const QString& text) { error_bar_->show_message(level, text); });
+
+  connect(controls_->init_image_panel(), &InitImagePanel::message, this,
+          [this](const QString& text) { error_bar_->show_message(MessageBar::Level::Warning, text.toHtmlEscaped()); });
 
   connect_engine();
 
@@ -176,6 +184,10 @@ void MainWindow::build_menus() {
   save_as_action_ = file->addAction(tr("&Save Image As…"), QKeySequence::SaveAs, this, &MainWindow::save_image_as);
   save_as_action_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_S), QKeySequence::SaveAs});
   save_as_action_->setEnabled(false);
+  keep_action_ = file->addAction(tr("&Keep Image"), this, &MainWindow::keep_image);
+  keep_action_->setObjectName(QStringLiteral("keep_action"));
+  keep_action_->setToolTip(tr("Generate while typing: save the image shown to the gallery"));
+  keep_action_->setEnabled(false);
   file->addSeparator();
   autosave_action_ = file->addAction(tr("Save Every Image to the &Gallery"));
   autosave_action_->setCheckable(true);
@@ -238,6 +250,13 @@ void MainWindow::build_menus() {
   auto* log_toggle = log_dock_->toggleViewAction();
   log_toggle->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
   view->addAction(log_toggle);
+  view->addSeparator();
+  live_preview_action_ = view->addAction(tr("Live &Preview"));
+  live_preview_action_->setObjectName(QStringLiteral("live_preview_action"));
+  live_preview_action_->setCheckable(true);
+  live_preview_action_->setChecked(settings_->live_preview());
+  live_preview_action_->setToolTip(tr("Show the TAESD preview after each step of a multi-step run"));
+  connect(live_preview_action_, &QAction::toggled, settings_, &Settings::set_live_preview);
   view->addSeparator();
   view->addAction(tr("&Fit Image"), QKeySequence(Qt::CTRL | Qt::Key_0), this, [this] {
     image_view_->fit_to_window();
@@ -337,6 +356,11 @@ void MainWindow::on_settings_changed(const QString& key) {
     reload_timer_.start();
   } else if (key == QLatin1String(keys::kGalleryFolder)) {
     gallery_model_->set_folder(settings_->gallery_folder());
+  } else if (key == QLatin1String(keys::kGenerateWhileTyping)) {
+    update_live_mode();
+    on_request_changed();  // turning it on makes an image of what is there
+  } else if (key == QLatin1String(keys::kLivePreview)) {
+    live_preview_action_->setChecked(settings_->live_preview());
   } else if (key == QLatin1String(keys::kAutosave)) {
     autosave_action_->setChecked(settings_->autosave());
   } else if (key == QLatin1String(keys::kCacheDir)) {

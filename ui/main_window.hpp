@@ -14,6 +14,7 @@
 #pragma once
 
 #include <QDockWidget>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPointer>
@@ -75,6 +76,11 @@ class MainWindow : public QMainWindow {
   // How long after Cancel the window says what the engine is still busy with, when it has not stopped yet.
   static constexpr int kStillCancellingMs = 3000;
   void set_folder_chooser(FolderChooser chooser) { choose_folder_ = std::move(chooser); }
+  QAction* keep_action() const { return keep_action_; }
+  QAction* live_preview_action() const { return live_preview_action_; }
+  // Generate while typing: the pause after the last change before a new image is asked for.
+  void set_live_delay(int ms) { live_timer_.setInterval(ms); }
+  static constexpr int kLiveDelayMs = 350;
   DownloadDialog* download_dialog() const { return download_dialog_; }  // the last one shown, while it exists
   // What Download SD-Turbo… and Download TAESD… fetch; replaceable so tests can serve the fixture model (whose
   // TAESD is not the real one, and so not the SHA-256 the real catalog ships).
@@ -99,6 +105,8 @@ class MainWindow : public QMainWindow {
   // with an A1111-style "parameters" text), read off the UI thread; the message bar says what was used and what was
   // not, or why nothing could be.
   void restore_parameters_from(const QString& path);
+  // Generate while typing: saves the image shown to the gallery (Keep, Ctrl+S in that mode).
+  void keep_image();
   // Model → Download SD-Turbo… / Download TAESD… (and the first start's offer): the download dialog, whose result
   // becomes the model (or the TAESD) once verified and in place (main_window_download.cpp).
   void download_sd_turbo();
@@ -107,6 +115,10 @@ class MainWindow : public QMainWindow {
  Q_SIGNALS:
   void engine_ready(const sdt::ui::EngineInfo& info);
   void image_shown(const sdt::ui::GeneratedImage& image);
+  // A job was handed to the engine; `live`: by generate-while-typing.
+  void generation_started(quint64 job_id, bool live);
+  // A live preview of a step is in the view.
+  void preview_shown(int step, int steps);
   void generation_ended(bool cancelled);
   void generation_failed(const QString& message);
   void image_saved(const QString& path);
@@ -131,6 +143,13 @@ class MainWindow : public QMainWindow {
   void on_image(const GeneratedImage& image);
   void on_failed(const Failure& failure);
   void on_finished(quint64 job_id, bool cancelled);
+  void on_preview(const StepPreviewImage& preview);
+  // Generate while typing (main_window_live.cpp).
+  void on_request_changed();
+  void start_live_generation();
+  void after_job_ended();
+  void update_live_mode();
+  bool wants_previews(const sdt::Request& request) const;
   void on_settings_changed(const QString& key);
   void on_gallery_image(const QString& path, const QImage& image, const ImageParameters& parameters);
   void save_to_gallery(const GeneratedImage& image);
@@ -177,6 +196,8 @@ class MainWindow : public QMainWindow {
   QAction* kernel_cache_now_ = nullptr;  // shows the folder in use (disabled, information only)
   QAction* autosave_action_ = nullptr;
   QAction* save_as_action_ = nullptr;
+  QAction* keep_action_ = nullptr;
+  QAction* live_preview_action_ = nullptr;
   QLabel* status_device_ = nullptr;
   QTimer reload_timer_;  // coalesces several settings changes (model + TAESD) into one reload
   QTimer still_cancelling_;  // after Cancel: says what the engine is still busy with
@@ -193,6 +214,14 @@ class MainWindow : public QMainWindow {
   QString load_error_;
   QString restore_note_;  // said with the next restore's message (several files dropped)
   quint64 running_job_ = 0;
+  // Generate while typing: the job it started (0: none), whether a change came while it ran (one new job then,
+  // never a queue), the seed it keeps while the seed is random, and the clock of its latency.
+  QTimer live_timer_;
+  quint64 live_job_ = 0;
+  bool live_pending_ = false;
+  std::optional<quint64> live_seed_;
+  QElapsedTimer live_clock_;
+  bool last_image_kept_ = false;
   bool closing_ = false;
   QString engine_left_running_;
 };

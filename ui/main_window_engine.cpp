@@ -76,6 +76,7 @@ void MainWindow::connect_engine() {
     if (p.job_id == running_job_) controls_->set_progress(p);
   });
   connect(host_, &EngineHost::image_ready, this, &MainWindow::on_image);
+  connect(host_, &EngineHost::preview, this, &MainWindow::on_preview);
   connect(host_, &EngineHost::failed, this, &MainWindow::on_failed);
   connect(host_, &EngineHost::finished, this, &MainWindow::on_finished);
 }
@@ -117,7 +118,9 @@ void MainWindow::generate() {
   error_bar_->dismiss();
   controls_->set_busy(true);
   controls_->set_status(host_->loading() ? tr("Waiting for the model to open…") : tr("Starting…"));
-  running_job_ = host_->generate(request, count);
+  running_job_ = host_->generate(request, count, wants_previews(request));
+  live_job_ = 0;
+  Q_EMIT generation_started(running_job_, false);
   ui_log()->info("generate #{}: seed {}, {}x{}, {} step(s), decoder {}, batch {}", running_job_, request.seed,
                  request.width, request.height, request.steps, sdt::to_string(request.decoder), count);
 }
@@ -271,7 +274,11 @@ void MainWindow::on_image(const GeneratedImage& image) {
 
   saved_paths_.clear();
   auto_selected_.clear();
-  if (settings_->autosave()) save_to_gallery(image);
+  const bool live = image.job_id == live_job_;
+  last_image_kept_ = false;
+  // Generate while typing keeps only what the user keeps (Keep, Ctrl+S), not an image per keystroke.
+  if (settings_->autosave() && !live) save_to_gallery(image);
+  keep_action_->setEnabled(live);
   const auto& r = image.request;
   QString info = tr("Seed %1 · %2×%3 · %4")
                      .arg(r.seed)
@@ -279,10 +286,13 @@ void MainWindow::on_image(const GeneratedImage& image) {
                      .arg(r.height)
                      .arg(r.steps == 1 ? tr("1 step") : tr("%1 steps").arg(r.steps));
   info += QStringLiteral(" · ") + decoder_text(r.decoder);
+  if (r.init_image) info += tr(" · from the start image, strength %1").arg(r.strength);
   info += QStringLiteral(" · ") + format_ms(image.timings.total_ms);
   if (image.cold) info += tr(" (first run after opening)");
   if (!saved_paths_.isEmpty())
     info += tr(" · saved as %1").arg(QFileInfo(saved_paths_.front()).fileName());
+  else if (live)
+    info += tr(" · not kept (Keep: Ctrl+S)");
   else if (!settings_->autosave())
     info += tr(" · not saved (File → Save Image As…)");
   image_info_->setText(info);
@@ -290,6 +300,11 @@ void MainWindow::on_image(const GeneratedImage& image) {
     QStringList lines;
     for (const QString& w : image.warnings) lines << w.toHtmlEscaped();
     error_bar_->show_message(MessageBar::Level::Info, lines.join(QStringLiteral("<br>")));
+  }
+  if (live) {
+    const QString latency = tr("Image in %1 ms").arg(live_clock_.elapsed());
+    controls_->set_status(latency);
+    statusBar()->showMessage(latency);
   }
   Q_EMIT image_shown(image);
 }
@@ -412,15 +427,18 @@ void MainWindow::on_failed(const Failure& failure) {
   controls_->set_status(tr("Failed: %1").arg(title_for(failure.kind, false)));
   show_error(title_for(failure.kind, false), failure.message, hint);
   Q_EMIT generation_failed(failure.message);
+  after_job_ended();
 }
 
 void MainWindow::on_finished(quint64 job_id, bool cancelled) {
   if (job_id != running_job_) return;
   running_job_ = 0;
   controls_->set_busy(false);
-  controls_->set_status(cancelled ? tr("Cancelled") : tr("Done"));
-  if (cancelled) statusBar()->showMessage(tr("Cancelled"), 5000);
+  const bool live = job_id == live_job_;
+  if (!live) controls_->set_status(cancelled ? tr("Cancelled") : tr("Done"));
+  if (cancelled && !live) statusBar()->showMessage(tr("Cancelled"), 5000);
   Q_EMIT generation_ended(cancelled);
+  after_job_ended();
 }
 
 void MainWindow::on_gallery_image(const QString& path, const QImage& image, const ImageParameters&) {

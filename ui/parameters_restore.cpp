@@ -72,9 +72,15 @@ RestoreSummary summarize_restore(const ImageParameters& p, const QString& open_m
     s.ignored << tr("%1 ignored: SD-Turbo uses Euler without guidance").arg(sampling.join(tr(" and ")));
   if (!p.negative_prompt.isEmpty())
     s.ignored << tr("the negative prompt ignored: without guidance SD-Turbo has no use for one");
-  if (p.denoising_strength)
-    s.ignored << tr("denoising strength %1 not used: the start image of an image-to-image run is not in the file")
-                     .arg(number(*p.denoising_strength));
+  if (p.denoising_strength) {
+    // ControlsPanel::apply sets the strength slider; the start image itself is not in the file.
+    if (*p.denoising_strength > 0 && *p.denoising_strength <= 1)
+      s.restored << tr("denoising strength %1").arg(number(*p.denoising_strength));
+    else
+      s.ignored << tr("denoising strength %1 (outside (0, 1])").arg(number(*p.denoising_strength));
+    s.ignored << tr("the start image of the image-to-image run, which is not in the file (drop or open it as the "
+                    "start image)");
+  }
   // Our JSON names the model by its path, A1111's text by its short name: compared as short names.
   const QString made_with = model_label(p.model);
   if (!made_with.isEmpty() && !open_model.isEmpty() && made_with.compare(open_model, Qt::CaseInsensitive) != 0)

@@ -146,6 +146,18 @@ bool Settings::autosave() const {
 void Settings::set_autosave(bool on) {
   store(keys::kAutosave, on);
 }
+bool Settings::live_preview() const {
+  return value(keys::kLivePreview, true).toBool();
+}
+void Settings::set_live_preview(bool on) {
+  store(keys::kLivePreview, on);
+}
+bool Settings::generate_while_typing() const {
+  return value(keys::kGenerateWhileTyping, false).toBool();
+}
+void Settings::set_generate_while_typing(bool on) {
+  store(keys::kGenerateWhileTyping, on);
+}
 
 QString Settings::prompt() const {
   return value(keys::kPrompt, QString()).toString();

@@ -29,6 +29,8 @@ inline constexpr char kDevice[] = "device/selector";
 inline constexpr char kCacheDir[] = "device/kernel_cache";
 inline constexpr char kGalleryFolder[] = "gallery/folder";
 inline constexpr char kAutosave[] = "gallery/autosave";
+inline constexpr char kLivePreview[] = "view/live_preview";
+inline constexpr char kGenerateWhileTyping[] = "generate/while_typing";
 inline constexpr char kPrompt[] = "generation/prompt";
 inline constexpr char kSteps[] = "generation/steps";
 inline constexpr char kWidth[] = "generation/width";
@@ -81,6 +83,10 @@ class Settings : public QObject {
   bool gallery_folder_is_default() const;  // none chosen: default_gallery_folder()
   bool autosave() const;
   void set_autosave(bool on);
+  bool live_preview() const;  // TAESD previews between the steps of a multi-step run (default on)
+  void set_live_preview(bool on);
+  bool generate_while_typing() const;  // regenerate a short pause after each change (default off)
+  void set_generate_while_typing(bool on);
 
   QString prompt() const;
   void set_prompt(const QString& prompt);

@@ -7,6 +7,12 @@
 // posts while holding a mutex and the receiver takes the same mutex once on arrival. The post happens inside the
 // sender's critical section, so the receiver's lock always comes after it, and the mutex shows ThreadSanitizer the
 // order that Qt already guarantees. The cost is one uncontended lock per message.
+//
+// Why not plain queued signals with suppressions (tests/ui/tsan.supp) instead: the accesses TSan would report are
+// ours, not Qt's (the sender's code writes the value, the slot's code reads it), and only their order goes through
+// Qt's locks (QMutex on a futex, not a pthread mutex TSan intercepts). called_from_lib cannot hide them, and a
+// race: entry would have to name our own slots, which would hide real races in them too. Qt built with TSan would
+// make this file unnecessary; distributions do not ship one.
 #pragma once
 
 #include <QFutureInterface>

@@ -51,6 +51,16 @@ struct GenerationJob {
   quint64 id = 0;
   sdt::Request request;
   int batch_count = 1;
+  bool previews = false;  // send a StepPreviewImage after each step but the last (multi-step runs, with TAESD)
+};
+
+// The TAESD decode of a step's prediction of the clean image (sdt::StepPreview), for the live preview.
+struct StepPreviewImage {
+  quint64 job_id = 0;
+  int index = 0;  // image within the batch
+  int step = 0;
+  int steps = 0;
+  QImage image;
 };
 
 // Differences between the two decoders' images of the same latents.
@@ -105,6 +115,7 @@ Q_DECLARE_METATYPE(sdt::ui::EngineInfo)
 Q_DECLARE_METATYPE(sdt::ui::GenerationJob)
 Q_DECLARE_METATYPE(sdt::ui::GeneratedImage)
 Q_DECLARE_METATYPE(sdt::ui::ProgressInfo)
+Q_DECLARE_METATYPE(sdt::ui::StepPreviewImage)
 Q_DECLARE_METATYPE(sdt::ui::Failure)
 Q_DECLARE_METATYPE(sdt::DeviceInfo)
 Q_DECLARE_METATYPE(sdt::OpenProgress)

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "../cli/interrupt.hpp"
-#include "../cli/utf8_console.hpp"
-#include "runtime/log.hpp"
+#include "interrupt.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
+#include "sdt/log.hpp"
 #include "sdt/utf8_path.hpp"
+#include "utf8_console.hpp"
 
 namespace {
 
@@ -173,8 +173,8 @@ int run_tuner(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
-  const sdt::cli::Utf8Console console;
+  sdt::app::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::app::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-bench: SD-Turbo pipeline benchmark on one OpenCL device"};
   app.add_option("--model", o.model, "Model (default: SD-Turbo's exact architecture with random weights)")
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
-  sdt::log::set_level(o.verbose ? spdlog::level::info : spdlog::level::warn);
+  sdt::set_log_level(o.verbose ? sdt::LogLevel::Info : sdt::LogLevel::Warn);
 
   try {
     if (o.tune) return run_tuner(o);

@@ -1,4 +1,5 @@
-// sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image.
+// sdturbo-cli generation: one image (or the VAE and TAESD pair) from a prompt, optionally from an init image, or a
+// batch of them from consecutive seeds.
 // Everything the user can get wrong is checked before the engine touches a device: the request itself
 // (sdt::check_request), options that do not apply to it, the output paths (each a regular file or nothing, in a
 // folder that takes a file of that name, no two of them the same file), the init image (readable PNG; its size
@@ -102,6 +103,86 @@ nlohmann::json timings_json(const Engine& engine, const Request& request, const 
   return j;
 }
 
+// Written beside the target under a unique temporary name and renamed, like the PNGs, so a reader never sees
+// half a file and two runs writing the same file never share a temporary one.
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  write_file_atomically(path, text.data(), text.size());
+}
+
+// `<stem>_<n><ext>` beside `path`.
+fs::path numbered(const fs::path& path, int n) {
+  fs::path name = path.stem();
+  name += "_" + std::to_string(n);
+  name += path.extension();
+  return path.parent_path() / name;
+}
+
+// Where each image of the run goes. The names the user gave (-o, --output-tiny) are replaced as asked; the defaults
+// (output.png, output_<n>.png) and the TAESD images beside them never replace a file: a taken default name moves on
+// to the next free number. stable-diffusion.cpp writes output.png, output_2.png, … and replaces them silently.
+struct OutputPlan {
+  std::vector<fs::path> images;  // one per image of the batch
+  std::vector<fs::path> tiny;    // --decoder both: the TAESD image of each
+};
+
+bool taken(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) || ec;
+}
+
+OutputPlan plan_outputs(const Options& o, bool both) {
+  OutputPlan plan;
+  const int count = o.batch_count;
+  if (!o.output_tiny.empty() && count > 1)
+    reject("--output-tiny names one file and --batch-count asks for " + std::to_string(count) + " images",
+           "leave --output-tiny out: each TAESD image goes beside its image as <name>_taesd.png");
+  if (!o.output.empty()) {
+    const fs::path output = path_from_utf8(o.output);
+    check_output_path(output, "--output");
+    for (int n = 1; n <= count; ++n) {
+      const fs::path image = count == 1 ? output : numbered(output, n);
+      // Numbered names are derived, not given: an existing one is the user's, and is kept.
+      if (count > 1 && taken(image))
+        reject("--output " + o.output + " with --batch-count " + std::to_string(count) + " would replace " +
+                   path_to_utf8(image),
+               "move that file away, or choose another --output name");
+      plan.images.push_back(image);
+    }
+  } else {
+    check_output_path(fs::path("output.png"), "the default output");
+    auto free_pair = [&](const fs::path& image) { return !taken(image) && (!both || !taken(tiny_path_for(image))); };
+    if (count == 1 && free_pair("output.png")) {
+      plan.images.push_back("output.png");
+    } else {
+      for (int n = 1; static_cast<int>(plan.images.size()) < count; ++n)
+        if (const fs::path image = numbered("output.png", n); free_pair(image)) plan.images.push_back(image);
+    }
+  }
+  if (both) {
+    for (const fs::path& image : plan.images) {
+      const fs::path tiny = o.output_tiny.empty() ? tiny_path_for(image) : path_from_utf8(o.output_tiny);
+      if (!o.output_tiny.empty()) check_output_path(tiny, "--output-tiny");
+      // A batch's TAESD names are derived from -o: like its numbered names, they never replace a file.
+      if (!o.output.empty() && count > 1 && taken(tiny))
+        reject("--output " + o.output + " with --batch-count " + std::to_string(count) + " would replace " +
+                   path_to_utf8(tiny),
+               "move that file away, or choose another --output name");
+      if (fs::absolute(tiny) == fs::absolute(image)) reject("--output and --output-tiny name the same file");
+      plan.tiny.push_back(tiny);
+    }
+  } else if (!o.output_tiny.empty()) {
+    reject("--output-tiny is only used with --decoder both");
+  }
+  return plan;
+}
+
+// A default name taken between planning and saving (another run in the same folder) moves on, never replaces.
+fs::path still_free(const fs::path& planned, bool given) {
+  if (given || !taken(planned)) return planned;
+  for (int n = 1;; ++n)
+    if (const fs::path next = numbered(planned, n); !taken(next)) return next;
+}
+
 }  // namespace
 
 int run_generate(const Options& o) {
@@ -134,20 +215,12 @@ int run_generate(const Options& o) {
   if (!o.taesd.empty() && request.decoder == Decoder::Full)
     std::fprintf(stderr, "note: --taesd is not used with --decoder full (the VAE decodes); it is still checked\n");
 
-  // Every output is checked now, not after minutes of work: what is at the path, its folder, the file name's
-  // length; and no two outputs may be one file (compared as files, not as spellings).
-  if (o.output.empty()) reject("--output FILE.png is required", "say where the image should go");
-  const fs::path output = path_from_utf8(o.output);
-  check_output_path(output, "--output");
-  std::vector<std::pair<const char*, fs::path>> outputs = {{"--output", output}};
-  fs::path output_tiny;
-  if (request.decoder == Decoder::Both) {
-    output_tiny = o.output_tiny.empty() ? tiny_path_for(output) : path_from_utf8(o.output_tiny);
-    check_output_path(output_tiny, "--output-tiny");
-    outputs.emplace_back("--output-tiny", output_tiny);
-  } else if (!o.output_tiny.empty()) {
-    reject("--output-tiny is only used with --decoder both");
-  }
+  const OutputPlan plan = plan_outputs(o, request.decoder == Decoder::Both);
+  // No two outputs may be one file (compared as files, not as spellings).
+  std::vector<std::pair<std::string, fs::path>> outputs;
+  for (std::size_t i = 0; i < plan.images.size(); ++i) outputs.emplace_back("image " + std::to_string(i + 1), plan.images[i]);
+  for (std::size_t i = 0; i < plan.tiny.size(); ++i)
+    outputs.emplace_back("TAESD image " + std::to_string(i + 1), plan.tiny[i]);
   if (!o.timings.empty()) {
     check_output_path(path_from_utf8(o.timings), "--timings");
     outputs.emplace_back("--timings", path_from_utf8(o.timings));
@@ -155,7 +228,7 @@ int run_generate(const Options& o) {
   for (std::size_t i = 0; i < outputs.size(); ++i)
     for (std::size_t j = i + 1; j < outputs.size(); ++j)
       if (same_file(outputs[i].second, outputs[j].second))
-        reject(std::string(outputs[i].first) + " " + path_to_utf8(outputs[i].second) + " and " + outputs[j].first +
+        reject("the " + outputs[i].first + " " + path_to_utf8(outputs[i].second) + " and the " + outputs[j].first +
                    " " + path_to_utf8(outputs[j].second) + " are the same file: one would overwrite the other",
                "give each output a file of its own");
   if (o.seed_random) std::fprintf(stderr, "seed: %llu (random)\n", static_cast<unsigned long long>(request.seed));
@@ -199,27 +272,31 @@ int run_generate(const Options& o) {
       else
         std::fprintf(stderr, "  %s\n", stage_name(p.stage));
     };
-  const Result result = engine.generate(request, progress, &cancel);
-  for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  if (cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
-
-  // ---- outputs ----
   // The file's "Model hash" is computed in the background the first time a checkpoint is seen (then cached): wait
   // for it, so that the same command always writes the same file.
   engine.model_file_hash(/*wait=*/true);
-  write_png(output, result.image, engine.png_metadata(request, result));
-  std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
-              result.image.height, static_cast<unsigned long long>(result.seed),
-              request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
-  if (request.decoder == Decoder::Both) {
-    write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
-    std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", path_to_utf8(output_tiny).c_str(),
-                result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
-  }
-  print_timings(engine, result);
-  if (!o.timings.empty()) {
-    const std::string json = timings_json(engine, request, result).dump(2) + "\n";
-    write_file_atomically(path_from_utf8(o.timings), json.data(), json.size());
+  const std::uint64_t first_seed = request.seed;
+  for (int i = 0; i < o.batch_count; ++i) {
+    request.seed = first_seed + static_cast<std::uint64_t>(i);  // sd.cpp's batch: seeds s, s+1, …
+    const Result result = engine.generate(request, progress, &cancel);
+    for (const auto& warning : result.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    if (cancel.load()) throw Error(ErrorKind::Cancelled, "cancelled before saving; no file was written");
+
+    const fs::path output = still_free(plan.images[i], !o.output.empty());
+    write_png(output, result.image, engine.png_metadata(request, result));
+    std::printf("wrote %s (%dx%d, seed %llu, %s)\n", path_to_utf8(output).c_str(), result.image.width,
+                result.image.height, static_cast<unsigned long long>(result.seed),
+                request.decoder == Decoder::Tiny ? "TAESD decoder" : "VAE decoder");
+    if (request.decoder == Decoder::Both) {
+      const fs::path output_tiny = still_free(plan.tiny[i], !o.output.empty() || !o.output_tiny.empty());
+      write_png(output_tiny, result.image_tiny, engine.png_metadata(request, result, /*tiny_image=*/true));
+      std::printf("wrote %s (%dx%d, seed %llu, TAESD decoder)\n", path_to_utf8(output_tiny).c_str(),
+                  result.image_tiny.width, result.image_tiny.height, static_cast<unsigned long long>(result.seed));
+    }
+    std::fflush(stdout);
+    print_timings(engine, result);
+    if (!o.timings.empty() && i + 1 == o.batch_count)
+      write_text_atomically(path_from_utf8(o.timings), timings_json(engine, request, result).dump(2) + "\n");
   }
   return 0;
 }

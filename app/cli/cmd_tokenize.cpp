@@ -4,31 +4,15 @@
 // tokenizer/ (vocab.json + merges.txt) is used; otherwise (single-file checkpoints, random:*) the bundled
 // CLIP vocabulary.
 #include <cstdio>
-#include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "options.hpp"
-#include "sdt/utf8_path.hpp"
-#include "text/clip_tokenizer.hpp"
+#include "sdt/tokenizer.hpp"
 
 namespace sdt::cli {
 
-namespace {
-
-text::ClipTokenizer tokenizer_for(const std::string& model) {
-  std::error_code ec;
-  const std::filesystem::path folder = path_from_utf8(model) / "tokenizer";
-  if (!model.empty() && std::filesystem::is_regular_file(folder / "vocab.json", ec))
-    return text::ClipTokenizer::from_folder(folder);
-  return text::ClipTokenizer::bundled();
-}
-
-}  // namespace
-
 int run_tokenize(const Options& options) {
-  const text::ClipTokenizer tokenizer = tokenizer_for(options.model);
-  const text::TokenizedPrompt tokens = tokenizer.encode(*options.tokenize);
+  const PromptTokens tokens = tokenize_prompt(*options.tokenize, options.model);
   std::string line = "[";
   for (std::size_t i = 0; i < tokens.ids.size(); ++i) {
     if (i) line += ", ";

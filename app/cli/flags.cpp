@@ -1,4 +1,5 @@
 // The CLI's names for the settings the engine's hints name (see options.hpp).
+#include <charconv>
 #include <string>
 
 #include "options.hpp"

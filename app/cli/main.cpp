@@ -6,22 +6,22 @@
 
 #include "interrupt.hpp"
 #include "options.hpp"
-#include "runtime/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
+#include "sdt/log.hpp"
 #include "utf8_console.hpp"
 
 int main(int argc, char** argv) {
   using sdt::cli::Options;
-  sdt::cli::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
-  const sdt::cli::Utf8Console console;
+  sdt::app::Utf8CommandLine command_line(argc, argv);  // prompts and paths as UTF-8, also on Windows
+  const sdt::app::Utf8Console console;
   Options o;
   CLI::App app{"sdturbo-cli: SD-Turbo image generation on OpenCL"};
   app.set_version_flag("--version", std::string("sdturbo-cli ") + sdt::version());
   sdt::cli::define_options(app, o);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
 
-  sdt::log::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+  sdt::set_log_level(o.verbose ? sdt::LogLevel::Debug : sdt::LogLevel::Warn);
   try {
     sdt::cli::check_options(o);
     if (o.self_check) return sdt::cli::run_self_check(o);

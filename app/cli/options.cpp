@@ -38,7 +38,8 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--write-dtype", o.write_dtype, "--write-model: the weights' dtype in the files")
       ->check(CLI::IsMember({"fp32", "fp16"}))
       ->capture_default_str();
-  app.add_option("--model", o.model,
+  // The short names are stable-diffusion.cpp's (what its users type); our long names stay as aliases.
+  app.add_option("-m,--model", o.model,
                  "Diffusers folder, single-file checkpoint, hf:owner/name (a snapshot in the Hugging Face cache), "
                  "random:tiny or random:sd-turbo")
       ->capture_default_str();
@@ -56,14 +57,16 @@ void define_options(CLI::App& app, Options& o) {
                  "Seconds a stage may take before the device counts as hung (default: 120 on GPUs, none on CPUs; "
                  "0: none)")
       ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--prompt", o.prompt, "The prompt");
-  app.add_option("--seed", o.seed_text, "Seed, 0 to 2^64-1, or -1 for a random one (printed)")
+  app.add_option("-p,--prompt", o.prompt, "The prompt");
+  app.add_option("-s,--seed", o.seed_text, "Seed, 0 to 2^64-1, or -1 for a random one (printed)")
       ->capture_default_str()
       ->each([&](const std::string&) { o.seed_given = true; });
-  app.add_option("--width", o.width, "Width, a multiple of 64 (img2img: the init image's width)")
+  app.add_option("-b,--batch-count", o.batch_count, "Images to make, from seeds s, s+1, … (default 1)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("-W,--width", o.width, "Width, a multiple of 64 (img2img: the init image's width)")
       ->capture_default_str()
       ->each([&](const std::string&) { o.size_given = true; });
-  app.add_option("--height", o.height, "Height, a multiple of 64 (img2img: the init image's height)")
+  app.add_option("-H,--height", o.height, "Height, a multiple of 64 (img2img: the init image's height)")
       ->capture_default_str()
       ->each([&](const std::string&) { o.size_given = true; });
   app.add_option("--steps", o.steps, "Euler steps, 1 to 4")->capture_default_str();
@@ -76,13 +79,15 @@ void define_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "never", "always"}))
       ->capture_default_str();
   app.add_option("--vae-tile", o.vae_tile, "Tile side in latents (8 px each), a multiple of 4 (default: chosen)");
-  app.add_option("--init-image", o.init_image, "img2img: the starting image (PNG)");
+  app.add_option("-i,--init-img,--init-image", o.init_image, "img2img: the starting image (PNG)");
   app.add_option("--strength", o.strength, "img2img strength in (0, 1]")
       ->capture_default_str()
       ->each([&](const std::string&) { o.strength_given = true; });
-  app.add_option("--output", o.output, "Output PNG");
+  app.add_option("-o,--output", o.output,
+                 "Output PNG, replaced if it exists; a batch adds _<n> to its name. Default: output.png (a batch: "
+                 "output_<n>.png), taking the next free number rather than replacing a file");
   app.add_option("--output-tiny", o.output_tiny, "With --decoder both: the TAESD image");
-  app.add_option("--timings", o.timings, "Write the stage timings as JSON");
+  app.add_option("--timings", o.timings, "Write the stage timings as JSON (a batch: its last image's)");
   app.add_flag("-v,--verbose", o.verbose, "Log what the engine does");
 }
 

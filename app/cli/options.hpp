@@ -35,6 +35,7 @@ struct Options {
   std::uint64_t seed = 0;
   bool seed_random = false;
   bool seed_given = false;
+  int batch_count = 1;  // images from seeds seed, seed+1, …
   int width = 512;
   int height = 512;
   bool size_given = false;
@@ -46,7 +47,7 @@ struct Options {
   double strength = 0.5;  // double: diffusers computes int(steps · strength) in double precision
   bool strength_given = false;
   // outputs
-  std::string output;
+  std::string output;  // empty: output.png, or output_<n>.png for a batch, never replacing an existing file
   std::string output_tiny;
   std::string timings;
   bool verbose = false;
@@ -60,6 +61,7 @@ void check_options(Options& options);
 // The flag that changes each setting the engine's hints name (they name no front end's controls), and a hint line
 // with them: "hint: give a TAESD decoder …, or use the full VAE decoder (--taesd PATH, --decoder)".
 const char* flag_for(Setting setting);
+
 std::string hint_line(const Error& error);
 
 int run_list_devices(const Options& options);

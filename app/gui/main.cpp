@@ -14,8 +14,8 @@
 #include <QIcon>
 #include <QTimer>
 
-#include "runtime/log.hpp"
 #include "sdt/engine.hpp"
+#include "sdt/log.hpp"
 #include "ui/command_line.hpp"
 #include "ui/download_command.hpp"
 #include "ui/logging.hpp"
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   command_line.process(app);
 
   const QString log_file = sdt::ui::install_log_sinks(sdt::ui::Settings::log_folder());
-  sdt::log::set_level(spdlog::level::info);
+  sdt::set_log_level(sdt::LogLevel::Info);
   sdt::ui::ui_log()->info("SD-Turbo Studio {} starting; log file {}", sdt::version(), log_file.toStdString());
 
   auto settings = command_line.has_settings_file()
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   if (!window.engine_left_running().isEmpty()) {
     // The engine thread is stuck inside a call that never returns (it was logged with what it was doing). Exiting
     // normally would run destructors under it or wait for it; the settings and the log are saved already.
-    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+    sdt::flush_logs();
     std::_Exit(code);
   }
   return code;

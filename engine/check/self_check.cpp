@@ -21,7 +21,7 @@
 #include "nn/ops_internal.hpp"
 #include "runtime/context.hpp"
 #include "runtime/devices.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/engine.hpp"
 #include "sdt/error.hpp"
 

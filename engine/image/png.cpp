@@ -18,7 +18,8 @@
 #include <string>
 #include <system_error>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
+#include "base/utf8.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/image.hpp"
@@ -91,53 +92,6 @@ bool is_valid_key(const std::string& key) {
 // same in every reader.
 bool fits_text_chunk(const std::string& text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return (c >= 0x20 && c < 0x7F) || c == '\n'; });
-}
-
-// iTXt text must be UTF-8 and libpng measures it with strlen: invalid sequences and NUL become U+FFFD.
-std::string sanitize_utf8(const std::string& text) {
-  static const char kReplacement[] = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(text.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned char b = p[i];
-    std::size_t length = b < 0x80                   ? 1
-                         : (b >= 0xC2 && b <= 0xDF) ? 2
-                         : (b >= 0xE0 && b <= 0xEF) ? 3
-                         : (b >= 0xF0 && b <= 0xF4) ? 4
-                                                    : 0;
-    bool valid = length > 0 && i + length <= n && b != 0;
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      const unsigned char c = p[i + k];
-      const unsigned char lo = (k == 1 && b == 0xE0) ? 0xA0 : (k == 1 && b == 0xF0) ? 0x90 : 0x80;
-      const unsigned char hi = (k == 1 && b == 0xED) ? 0x9F : (k == 1 && b == 0xF4) ? 0x8F : 0xBF;
-      valid = c >= lo && c <= hi;
-    }
-    if (valid) {
-      out.append(text, i, length);
-      i += length;
-    } else {
-      out += kReplacement;
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string latin1_to_utf8(const char* text, std::size_t length) {
-  std::string out;
-  for (std::size_t i = 0; i < length; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
-  }
-  return out;
 }
 
 // All libpng calls of encoding. Returns false (message in io.error) on a libpng error.
@@ -226,8 +180,8 @@ bool decode(PngIo& io, std::vector<std::uint8_t>& rgb, DecodedHeader& header, st
         const std::size_t length = utf8 ? text[i].itxt_length : text[i].text_length;
         bool failed = false;
         try {
-          texts->push_back({latin1_to_utf8(text[i].key, std::strlen(text[i].key)),
-                            utf8 ? std::string(text[i].text, length) : latin1_to_utf8(text[i].text, length)});
+          texts->push_back({latin1_to_utf8(text[i].key), utf8 ? std::string(text[i].text, length)
+                                                               : latin1_to_utf8(std::string_view(text[i].text, length))});
         } catch (...) {
           failed = true;
         }
@@ -260,7 +214,8 @@ std::vector<std::uint8_t> encode_png(const Image& image, const std::vector<PngTe
     if (!is_valid_key(texts[i].key))
       throw Error(ErrorKind::BadRequest,
                   "PNG text key \"" + texts[i].key + "\" is not a PNG keyword (1-79 printable Latin-1 characters)");
-    values.push_back(sanitize_utf8(texts[i].value));
+    // iTXt text must be UTF-8 and libpng measures it with strlen: invalid sequences and NUL become U+FFFD.
+    values.push_back(to_valid_utf8(texts[i].value, /*replace_nul=*/true));
     png_text& chunk = chunks[i];
     std::memset(&chunk, 0, sizeof chunk);
     chunk.key = const_cast<char*>(texts[i].key.c_str());

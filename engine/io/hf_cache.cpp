@@ -9,7 +9,8 @@
 #include <fstream>
 #include <vector>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
+#include "base/utf8.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -159,7 +160,7 @@ fs::path resolve_hf_model(std::string_view spec) {
   }
   if (!is_valid_hf_repo_id(rest) || !is_valid_ref(revision)) {
     throw Error(ErrorKind::BadModel,
-                "'" + utf8_detail::escape_non_ascii(text) + "' is not a Hugging Face repository reference",
+                "'" + printable(text, 300) + "' is not a Hugging Face repository reference",
                 "write hf:owner/name or hf:owner/name@revision, e.g. hf:stabilityai/sd-turbo");
   }
   const fs::path cache = hf_hub_cache_dir();

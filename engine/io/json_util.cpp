@@ -1,5 +1,4 @@
-// UTF-8 validation (RFC 3629 table of well-formed byte sequences), message escaping, and the guarded JSON
-// parse used for every config file.
+// The guarded JSON parse used for every config file (see json_util.hpp).
 #include "io/json_util.hpp"
 
 #include <set>
@@ -8,74 +7,6 @@
 #include "sdt/error.hpp"
 
 namespace sdt::io {
-
-namespace {
-// Length of the well-formed UTF-8 sequence starting at text[i], or 0 when it is malformed.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  std::size_t n;
-  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (b0 >= 0xc2 && b0 <= 0xdf) {
-    n = 2;
-  } else if (b0 >= 0xe0 && b0 <= 0xef) {
-    n = 3;
-    if (b0 == 0xe0) lo = 0xa0;  // no overlong 3-byte forms
-    if (b0 == 0xed) hi = 0x9f;  // no UTF-16 surrogates
-  } else if (b0 >= 0xf0 && b0 <= 0xf4) {
-    n = 4;
-    if (b0 == 0xf0) lo = 0x90;  // no overlong 4-byte forms
-    if (b0 == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > text.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
-  return n;
-}
-
-const char kHex[] = "0123456789abcdef";
-}  // namespace
-
-bool is_valid_utf8(std::string_view text, std::size_t* bad_offset) {
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t n = utf8_sequence_length(text, i);
-    if (n == 0) {
-      if (bad_offset) *bad_offset = i;
-      return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
-std::string printable(std::string_view text, std::size_t max_bytes) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size();) {
-    if (out.size() >= max_bytes) {
-      out += "…";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(text[i]);
-    const std::size_t n = utf8_sequence_length(text, i);
-    if (n > 1) {
-      out.append(text.substr(i, n));
-      i += n;
-    } else if (n == 1 && c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-      ++i;
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-      ++i;
-    }
-  }
-  return out;
-}
 
 const char* json_type_phrase(const nlohmann::json& value) {
   switch (value.type()) {

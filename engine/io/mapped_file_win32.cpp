@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "io/mapped_file.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "io/json_util.hpp"
 #include "io/model_loading.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/hf_cache.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "io/json_util.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"

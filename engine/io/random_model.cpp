@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "io/model_loading.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::io {

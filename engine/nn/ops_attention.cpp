@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "nn/ops_internal.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {

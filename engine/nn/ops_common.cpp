@@ -6,7 +6,7 @@
 
 #include "nn/ops_internal.hpp"
 #include "runtime/cl_error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn::detail {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "nn/ops_internal.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn {

@@ -2,8 +2,8 @@
 // calls on the resident models. Around the pipeline it adds what a caller relies on: requests rejected before
 // any device work, cancellation at every stage boundary (one stage in flight, so the delay is about one
 // stage), NaN/Inf checks that name the stage instead of saving a black image, the single read-back, stage
-// timings from profiling events, and recovery after a device failure (the context and models are rebuilt on
-// the next call).
+// timings from profiling events (generation.cpp: one generation, step by step), and recovery after a device
+// failure (the context and models are rebuilt on the next call; a decode that ran out of memory is tried in tiles).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -16,7 +16,7 @@
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/kernel_plan.hpp"
 #include "pipeline/stage_timing.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -38,32 +38,6 @@ nn::DType storage_of(WeightStorage w) {
 std::chrono::milliseconds watchdog_for(double seconds, const DeviceInfo& device) {
   if (seconds < 0) seconds = device.is_gpu() ? kDefaultGpuWatchdogSeconds : 0.0;
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
-}
-
-// Throws Error (Device) naming the stage whose output t holds `bad` NaN or Inf values; sets `found` first so the
-// caller knows the device itself is fine (no need to rebuild the context). The stage's weights (names starting
-// with one of `weights`) are then counted too, so the message names the tensors of a damaged file.
-[[noreturn]] void fail_non_finite(cl::Context& ctx, std::int64_t bad, const nn::Tensor& t, const std::string& producer,
-                                  const std::string& what, const nn::WeightIndex& index,
-                                  const std::vector<std::string>& weights, bool& found) {
-  found = true;
-  std::string message = producer + " produced " + std::to_string(bad) + " non-finite values (NaN or Inf) in " + what +
-                        " of " + std::to_string(t.numel()) + "; no image was made";
-  std::string hint = "try fp32 weights, another device or driver";
-  std::vector<Setting> settings{Setting::WeightStorage, Setting::Device};
-  const auto damaged = nn::count_non_finite_weights(ctx, index, weights);
-  if (damaged.empty()) {
-    message += "; its weights are all finite";
-  } else {
-    constexpr std::size_t kNamed = 5;
-    message += "; its weights hold NaN or Inf: ";
-    for (std::size_t i = 0; i < damaged.size() && i < kNamed; ++i)
-      message += (i ? ", " : "") + damaged[i].first + " (" + std::to_string(damaged[i].second) + ")";
-    if (damaged.size() > kNamed) message += " and " + std::to_string(damaged.size() - kNamed) + " more tensors";
-    hint = "the model file is damaged: download it again";
-    settings.clear();
-  }
-  throw Error(ErrorKind::Device, message, hint, std::move(settings));
 }
 
 }  // namespace
@@ -245,191 +219,20 @@ void Engine::Impl::prepare_kernels() {
       nn::gemm_row_text({ctx_->tuning().gemm(cl::GemmMode::Linear), ctx_->tuning().gemm(cl::GemmMode::Conv)});
 }
 
-Result Engine::Impl::generate(const Request& request, const ProgressCallback& on_progress,
-                              const std::atomic<bool>* cancel) {
-  const auto start = Clock::now();
-  validate(request);
-  auto cancelled = [&] { return cancel && cancel->load(std::memory_order_relaxed); };
-  if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before it started");
-  if (needs_reopen_) {
-    log::get("engine")->warn("re-opening the device and re-uploading the model after the last failure");
-    open();
-  }
-
-  cl::Context& ctx = *ctx_;
-  const double build_ms_before = ctx.programs().stats().build_ms;
-  const int disk_hits_before = ctx.programs().stats().disk_hits;
-  const int builds_before = ctx.programs().stats().source_builds;
-  ctx.reset_peak();
-  (void)ctx.take_flops();
-  ctx.set_recording(true);
-  Result result;
-  result.seed = request.seed;
-  bool non_finite = false;
-  oom_in_vae_decode_ = false;
-  bool vae_decode_began = false;
-  try {
-    pipeline::StageFences fences(ctx);
-    std::string current_stage;
-    // Allocations happen as work is enqueued, so the peak since the last boundary belongs to the stage before.
-    auto close_stage = [&](const std::string& next) {
-      if (!current_stage.empty()) {
-        auto& peak = result.timings.stage_peak_bytes[current_stage];
-        peak = std::max(peak, ctx.memory().peak_bytes);
-        ctx.reset_peak();
-      }
-      current_stage = next;
-    };
-    auto hook = [&](Stage stage, int step, int steps) {
-      if (stage == Stage::VaeDecode) vae_decode_began = true;
-      const std::string ended = current_stage;
-      const std::string label = stage_label(stage, step);
-      close_stage(label);
-      fences.mark(ended);
-      if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before " + label);
-      if (on_progress) on_progress({stage, step, steps});
-    };
-    pipeline::DeviceOutputs out = pipeline_->run(request, hook);
-    result.prompt_tokens = static_cast<int>(out.tokens.prompt_tokens);
-    result.dropped_tokens = static_cast<int>(out.tokens.dropped_tokens);
-    if (out.tokens.truncated())
-      result.warnings.push_back("the prompt makes " + std::to_string(out.tokens.prompt_tokens) + " tokens; the last " +
-                                std::to_string(out.tokens.dropped_tokens) + " did not fit into the " +
-                                std::to_string(out.tokens.ids.size()) + " positions and were dropped");
-
-    // Image conversion is enqueued with its decoder's stage, before the checks wait for the queue.
-    const int H = request.height, W = request.width;
-    cl::Buffer rgb_vae, rgb_taesd;
-    if (out.image_vae.defined()) {
-      ctx.set_stage(stage_label(Stage::VaeDecode));
-      rgb_vae = nn::to_rgb8(ctx, out.image_vae, 0.5f, 0.5f);
-    }
-    if (out.image_taesd.defined()) {
-      ctx.set_stage(stage_label(Stage::TaesdDecode));
-      rgb_taesd = nn::to_rgb8(ctx, out.image_taesd, 1.0f, 0.0f);
-    }
-    const std::string decoded = current_stage;
-    close_stage(stage_label(Stage::ReadBack));
-    fences.mark(decoded);
-    if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled before the read-back");
-    if (on_progress) on_progress({Stage::ReadBack, 0, 0});
-
-    // The NaN/Inf counts of every output and the read-backs of the images and latents are queued behind the
-    // work, so one wait under the watchdog covers the whole generation: no host round trip between the last
-    // kernel and the image, and no device idle while the host checks.
-    ctx.set_stage(stage_label(Stage::Checks));
-    std::vector<cl::Context::PendingRead> reads;  // counts, then the images, then the latents
-    nn::NonFiniteCounts counts(ctx, 4);
-    const int text_slot = out.text_cache_hit ? -1 : counts.add(*out.text_hidden);
-    const int latents_slot = counts.add(out.latents);
-    const int vae_slot = out.image_vae.defined() ? counts.add(out.image_vae) : -1;
-    const int taesd_slot = out.image_taesd.defined() ? counts.add(out.image_taesd) : -1;
-    reads.push_back(counts.enqueue_read());
-    const std::size_t rgb_bytes = static_cast<std::size_t>(W) * H * 3;
-    std::vector<std::pair<Image*, std::size_t>> images;  // image, index of its read
-    auto read_image = [&](const cl::Buffer& buffer, Image& image) {
-      images.emplace_back(&image, reads.size());
-      reads.push_back(ctx.read_async(buffer, rgb_bytes));
-    };
-    if (request.decoder == Decoder::Tiny) {
-      read_image(rgb_taesd, result.image);
-    } else {
-      read_image(rgb_vae, result.image);
-      if (request.decoder == Decoder::Both) read_image(rgb_taesd, result.image_tiny);
-    }
-    const std::size_t latents_read = reads.size();
-    reads.push_back(ctx.read_async(out.latents.buffer, static_cast<std::size_t>(out.latents.numel()) * sizeof(float)));
-    ctx.finish();
-    for (const auto& read : reads) result.timings.readback_ms += cl::Context::device_ms(read.event.get());
-    for (auto& [image, index] : images) {
-      image->width = W;
-      image->height = H;
-      image->rgb.assign(reads[index].bytes->begin(), reads[index].bytes->end());
-    }
-    result.latents.resize(static_cast<std::size_t>(out.latents.numel()));
-    std::memcpy(result.latents.data(), reads[latents_read].bytes->data(), reads[latents_read].bytes->size());
-
-    // Earliest stage first, so the message names where it started.
-    const nn::WeightIndex& weights = pipeline_->models().weights;
-    auto bad = [&](int slot) -> std::int64_t { return slot < 0 ? 0 : nn::NonFiniteCounts::count(reads[0], slot); };
-    if (bad(text_slot)) {
-      pipeline_->prompt_cache().clear();  // never reuse a broken embedding
-      fail_non_finite(ctx, bad(text_slot), *out.text_hidden, "the text encoder", "the prompt embedding", weights,
-                      {"text_encoder."}, non_finite);
-    }
-    const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
-                                  (out.timesteps_run.size() == 1 ? "" : "s") + ")";
-    // img2img latents also went through an encoder: its weights are suspects too.
-    std::vector<std::string> latent_weights{"unet."};
-    if (request.init_image)
-      latent_weights.insert(latent_weights.end(), {"vae.encoder.", "vae.quant_conv.", "taesd.encoder."});
-    if (bad(latents_slot))
-      fail_non_finite(ctx, bad(latents_slot), out.latents, unet_what, "the final latents", weights, latent_weights,
-                      non_finite);
-    if (bad(vae_slot))
-      fail_non_finite(ctx, bad(vae_slot), out.image_vae, "the VAE decoder", "the image", weights,
-                      {"vae.decoder.", "vae.post_quant_conv."}, non_finite);
-    if (bad(taesd_slot))
-      fail_non_finite(ctx, bad(taesd_slot), out.image_taesd, "the TAESD decoder", "the image", weights,
-                      {"taesd.decoder."}, non_finite);
-
-    const std::vector<cl::KernelTiming> recorded = ctx.collect_timings();  // the queue is idle: no wait
-    ctx.set_recording(false);
-    pipeline::add_stage_timings(recorded, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
-    // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
-    if (cancelled()) throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");
-    close_stage({});
-    result.vae_tile = out.vae_tile;
-    result.timings.tokenize_ms = out.tokenize_ms;
-    result.timings.text_cache_hit = out.text_cache_hit;
-    result.warnings.insert(result.warnings.begin(), pending_warnings_.begin(), pending_warnings_.end());
-    pending_warnings_.clear();
-  } catch (...) {
-    ctx.set_recording(false);
-    try {
-      (void)ctx.collect_timings();  // drains the queue and forgets the events of the failed run
-    } catch (const Error&) {
-      needs_reopen_ = true;  // the queue itself failed: rebuild everything next time
-    }
-    (void)ctx.take_flops();
-    try {
-      throw;
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::Device && !non_finite) needs_reopen_ = true;
-      if (e.kind() == ErrorKind::OutOfMemory) {
-        pipeline_->prompt_cache().clear();
-        ctx.trim_pool();
-        oom_in_vae_decode_ = vae_decode_began;
-      }
-      throw;
-    }
-  }
-
-  const auto& stats = ctx.programs().stats();
-  result.timings.kernel_build_ms = stats.build_ms - build_ms_before;
-  load_.kernel_build_ms += result.timings.kernel_build_ms;
-  load_.kernel_cache_hits += stats.disk_hits - disk_hits_before;
-  load_.kernel_cache_misses += stats.source_builds - builds_before;
-  result.timings.stage_flops = ctx.take_flops();
-  for (const auto& [stage, bytes] : result.timings.stage_peak_bytes)
-    result.timings.peak_device_bytes = std::max(result.timings.peak_device_bytes, bytes);
-  result.timings.total_ms = ms_since(start);
-  return result;
-}
-
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() = default;
 
-Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel) {
+Result Engine::generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel,
+                        const PreviewCallback& on_preview) {
   try {
-    return impl_->generate(request, on_progress, cancel);
+    return impl_->generate(request, on_progress, cancel, on_preview);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::OutOfMemory) throw;
     // Impl::generate has already dropped the cached prompt embeddings and the pool's free buffers. The second
     // try computes the same thing in the same order, so the pixels are those the first would have given.
     log::get("engine")->warn("device memory ran out ({}); caches freed, trying once more", e.message());
     try {
-      Result result = impl_->generate(request, on_progress, cancel);
+      Result result = impl_->generate(request, on_progress, cancel, on_preview);
       result.warnings.push_back("the device ran out of memory on the first try (" + e.message() +
                                 "); the engine freed its caches and the second try succeeded");
       return result;
@@ -442,7 +245,7 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
       tiled.vae_tiling = VaeTiling::Always;
       log::get("engine")->warn("the VAE decode does not fit into device memory ({}); decoding it in tiles",
                                again.message());
-      Result result = impl_->generate(tiled, on_progress, cancel);
+      Result result = impl_->generate(tiled, on_progress, cancel, on_preview);
       // Latents no larger than a tile are decoded whole even so: then this was merely a third try.
       if (result.vae_tile == 0) {
         result.warnings.push_back("the device ran out of memory twice (" + again.message() +
@@ -456,6 +259,10 @@ Result Engine::generate(const Request& request, const ProgressCallback& on_progr
       return result;
     }
   }
+}
+
+bool Engine::can_preview() const {
+  return impl_->summary_.has_taesd;
 }
 
 void Engine::validate(const Request& request) const {

@@ -24,7 +24,11 @@ struct Engine::Impl {
   // The context's kernel choices from the options (Winograd), and the one-time tile tuning on GPUs the tuning table
   // does not know (nn/gemm_tuner.hpp); fills paths_.
   void prepare_kernels();
-  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel);
+  // One generation (generation.cpp): record the stages, one wait, read-back and checks, stage times.
+  Result generate(const Request& request, const ProgressCallback& on_progress, const std::atomic<bool>* cancel,
+                  const PreviewCallback& on_preview = {});
+  // In generate()'s handler of a failure: drains the queue and sets what the next request needs.
+  void recover_after_failure(bool non_finite, bool vae_decode_began);
   void validate(const Request& request) const;
   std::vector<PngText> png_metadata(const Request& request, const Result& result, bool tiny_image) const;
 

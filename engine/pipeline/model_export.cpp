@@ -2,7 +2,7 @@
 
 #include "io/model_writer.hpp"
 #include "models/architecture.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace sdt {
 

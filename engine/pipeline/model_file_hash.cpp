@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "pipeline/sha256.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "runtime/program_cache.hpp"
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"

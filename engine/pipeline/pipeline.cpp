@@ -71,7 +71,7 @@ const nn::Tensor& Pipeline::encode_prompt(const std::vector<std::int32_t>& ids, 
   return prompt_cache_.insert(ids, (*models_.text_encoder)(ctx_, as_int));  // [77, C]
 }
 
-DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
+DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook, const PreviewCallback& preview) {
   auto begin = [&](Stage stage, int step = 0, int steps = 0) {
     ctx_.set_stage(stage_label(stage, step));
     if (hook) hook(stage, step, steps);
@@ -118,6 +118,10 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
     out.timesteps_run.push_back(timestep);
     nn::Tensor unet_in = nn::scale(ctx_, latents, 1.0f / model_input_divisor(sigma));  // [L, h, w]
     nn::Tensor eps = (*models_.unet)(ctx_, unet_in, timestep, *out.text_hidden);       // [L, h, w]
+    if (preview && models_.taesd_decoder && i + 1 < steps_run) {
+      preview(send_preview(latents, eps, sigma, request.width, request.height, i + 1, steps_run));
+      ctx_.set_stage(stage_label(Stage::Unet, i + 1));  // the Euler update belongs to the step
+    }
     // Euler with s_churn 0: x + (sigma_next − sigma) · ε (diffusers: derivative (x − x0) / sigma = ε).
     latents = nn::axpby(ctx_, 1.0f, latents, sigma_next - sigma, eps);
   }
@@ -142,6 +146,24 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook) {
   }
   out.latents = std::move(latents);
   return out;
+}
+
+StepPreview Pipeline::send_preview(const nn::Tensor& latents, const nn::Tensor& eps, float sigma, int width,
+                                   int height, int step, int steps) {
+  // A label no stage has: the preview's kernels stay out of the step timings (add_stage_timings skips it).
+  ctx_.set_stage("preview after unet step " + std::to_string(step));
+  // x0 = x − σ·ε: the clean image the step predicts. Buffers of their own: the latents and ε are only read.
+  const nn::Tensor x0 = nn::axpby(ctx_, 1.0f, latents, -sigma, eps);   // [L, h, w]
+  const nn::Tensor image = (*models_.taesd_decoder)(ctx_, x0);         // [3, H, W] in about [0, 1]
+  const cl::Buffer rgb = nn::to_rgb8(ctx_, image, 1.0f, 0.0f);         // [H, W, 3] bytes
+  StepPreview p;
+  p.step = step;
+  p.steps = steps;
+  p.image.width = width;
+  p.image.height = height;
+  p.image.rgb.resize(static_cast<std::size_t>(width) * height * 3);
+  ctx_.read(rgb, p.image.rgb.data(), p.image.rgb.size());  // waits for the step and the decode
+  return p;
 }
 
 int auto_vae_tile(const std::vector<std::int64_t>& latent_shape) {

@@ -85,7 +85,9 @@ class Pipeline {
 
   // Runs a request that validate() accepted. Synchronises only in img2img (the encoder's moments are read
   // back so the latent sample is drawn on the host, as torch draws it).
-  DeviceOutputs run(const Request& request, const StageHook& hook = {});
+  // `preview`: after each UNet step but the last, when the model has a TAESD decoder (see sdt::StepPreview);
+  // each one synchronises.
+  DeviceOutputs run(const Request& request, const StageHook& hook = {}, const PreviewCallback& preview = {});
 
   // The pieces, for tests and the engine.
   text::TokenizedPrompt tokenize(const std::string& prompt) const { return tokenizer_.encode(prompt); }
@@ -104,6 +106,8 @@ class Pipeline {
   nn::Tensor decode_vae_in_tiles(const nn::Tensor& latents, int tile);
 
  private:
+  StepPreview send_preview(const nn::Tensor& latents, const nn::Tensor& eps, float sigma, int width, int height,
+                           int step, int steps);
   nn::Tensor initial_latents_img2img(const Request& request, const EulerSchedule& schedule, int begin_index,
                                      TorchGenerator& generator, DeviceOutputs& out, const StageHook& hook);
 

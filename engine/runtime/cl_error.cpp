@@ -4,7 +4,7 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::cl {

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::cl {

@@ -14,7 +14,7 @@
 
 #include "runtime/cl_error.hpp"
 #include "runtime/devices.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/device.hpp"
 #include "sdt/error.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/cl_error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::cl {
@@ -143,7 +143,8 @@ void StagedUpload::run(std::vector<StagedChunk> chunks, const std::function<void
   stats_.bytes = 0;
   for (const auto& c : chunks) stats_.bytes += c.bytes;
   stats_.fill_ms = fill_ms;
-  stats_.fill_span_ms = n ? ms_between(first_fill, last_fill) : 0;
+  // No chunk may have been filled at all (the first read failed): the span is then 0, not max - min.
+  stats_.fill_span_ms = first_fill <= last_fill ? ms_between(first_fill, last_fill) : 0;
   if (failure) {
     // Nothing queued may still read staging memory or write into buffers the caller is about to release.
     clFinish(ctx_.queue());

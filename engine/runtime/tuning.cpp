@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace sdt::cl {
 

@@ -9,7 +9,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
 #include "text/unicode.hpp"

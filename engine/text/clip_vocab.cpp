@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"

@@ -1,4 +1,4 @@
-// The few Unicode operations the CLIP tokenizer needs: lossy UTF-8 decoding, NFC, lower-casing and the
+// The few Unicode operations the CLIP tokenizer needs beyond UTF-8 decoding: NFC, lower-casing and the
 // character classes of its pre-split pattern. Categories, case mapping and normalization come from utf8proc.
 //
 // They mirror what HuggingFace `tokenizers` (the engine behind transformers' CLIPTokenizer) does: Rust's
@@ -9,15 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.hpp"
+
 namespace sdt::text {
 
-// Decodes UTF-8 bytes; every invalid sequence becomes U+FFFD, one per maximal invalid subpart, which is what
-// Python's bytes.decode("utf-8", errors="replace") gives (overlong forms, surrogates, code points above
-// U+10FFFF and truncated sequences included). NUL bytes decode to U+0000 and are kept.
-std::u32string decode_utf8_lossy(std::string_view bytes);
-
-// Appends the UTF-8 form of one code point (which must be a valid scalar value).
-void append_utf8(std::string& out, char32_t code_point);
+// (Decoding the prompt's UTF-8 as Python's errors="replace" does, and encoding back, are the base layer's:
+// decode_utf8_lossy and append_utf8 in base/utf8.hpp.)
 
 // NFC-normalizes then lower-cases (full lower-case mapping: U+0130 becomes "i" + U+0307).
 std::u32string nfc_lower(std::u32string_view text);

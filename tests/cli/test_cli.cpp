@@ -12,6 +12,7 @@
 
 #include "interrupt_child.hpp"
 #include "sdt/image.hpp"
+#include "sdt/png_metadata.hpp"
 #include "test_common.hpp"
 
 namespace sdt::test {
@@ -52,10 +53,11 @@ std::string slurp(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// Runs the CLI with these arguments (plus the test device and a shared kernel cache).
-CliRun run_cli(const std::vector<std::string>& args, bool with_device = true) {
+// Runs the CLI with these arguments (plus the test device and a shared kernel cache), in `cwd` when given.
+CliRun run_cli(const std::vector<std::string>& args, bool with_device = true, const fs::path& cwd = {}) {
   static TempDir logs("sdt-test-cli-logs");
-  std::string command = quoted(cli_binary().string());
+  std::string command = cwd.empty() ? std::string() : "cd " + quoted(cwd.string()) + " && ";
+  command += quoted(cli_binary().string());
   for (const auto& a : args) command += " " + quoted(a);
   if (with_device) {
     if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device)
@@ -373,6 +375,101 @@ TEST(Cli, HintsEndWithTheFlagsOfTheSettingsTheyName) {
   EXPECT_EQ(taesd.exit_code, 1);
   EXPECT_NE(taesd.err.find("use the full VAE decoder (--taesd PATH, --decoder)\n"), std::string::npos) << taesd.err;
   EXPECT_FALSE(fs::exists(out));
+}
+
+std::uint64_t png_seed(const fs::path& path) {
+  std::vector<PngText> texts;
+  (void)read_png(path, &texts);
+  const PngParameters p = parse_png_metadata(texts);
+  EXPECT_TRUE(p.seed.has_value()) << path;
+  return p.seed.value_or(0);
+}
+
+// The command, as a stable-diffusion.cpp user types it: no -o, a random seed, a batch of two.
+TEST(Cli, SdCppDialectRandomSeedBatchWritesNumberedImagesFromConsecutiveSeeds) {
+  TempDir dir("sdt-test-cli");
+  const CliRun r = run_cli({"-m", "random:tiny", "-p", "a cat", "-s", "-1", "-b", "2", "-W", "128", "-H", "128"},
+                           true, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string announced = "seed: ";  // on standard error, as "seed: N (random)"
+  const std::size_t at = r.err.find(announced);
+  ASSERT_NE(at, std::string::npos) << "the random seed is not printed: " << r.err;
+  const std::uint64_t printed = std::stoull(r.err.substr(at + announced.size()));
+  EXPECT_NE(r.err.find("(random)", at), std::string::npos) << r.err;
+  const fs::path first = dir.path() / "output_1.png", second = dir.path() / "output_2.png";
+  ASSERT_TRUE(fs::exists(first)) << r.out;
+  ASSERT_TRUE(fs::exists(second)) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path() / "output.png"));
+  EXPECT_EQ(png_seed(first), printed);
+  EXPECT_EQ(png_seed(second), printed + 1);
+  EXPECT_EQ(read_png(first).width, 128);
+  EXPECT_EQ(read_png(second).height, 128);
+  EXPECT_NE(slurp(first), slurp(second));
+  // A second random run picks its own seed (2^32 choices: equal by chance once in four billion runs).
+  const CliRun again = run_cli({"-m", "random:tiny", "-s", "-1", "-W", "64", "-H", "64", "--decoder", "tiny"}, true,
+                               dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(png_seed(dir.path() / "output.png"), printed);
+}
+
+// Short and long names are one option each: the same request through either gives the same bytes, img2img too.
+TEST(Cli, ShortNamesAreAliasesOfTheLongOnes) {
+  TempDir dir("sdt-test-cli");
+  const fs::path a = dir.path() / "long.png", b = dir.path() / "short.png";
+  const CliRun long_names =
+      run_cli({"--model", fixture("model"), "--prompt", "aliases", "--seed", "11", "--width", "128", "--height", "128",
+               "--steps", "2", "--strength", "0.5", "--init-image", fixture("img2img_input.png"), "--output",
+               a.string(), "--batch-count", "1"});
+  ASSERT_EQ(long_names.exit_code, 0) << long_names.err;
+  const CliRun short_names = run_cli({"-m", fixture("model"), "-p", "aliases", "-s", "11", "-W", "128", "-H", "128",
+                                      "--steps", "2", "--strength", "0.5", "-i", fixture("img2img_input.png"), "-o",
+                                      b.string(), "-b", "1"});
+  ASSERT_EQ(short_names.exit_code, 0) << short_names.err;
+  EXPECT_EQ(slurp(a), slurp(b));
+  const fs::path c = dir.path() / "init-img.png";
+  const CliRun sd_cpp_long = run_cli({"-m", fixture("model"), "-p", "aliases", "-s", "11", "-W", "128", "-H", "128",
+                                      "--steps", "2", "--init-img", fixture("img2img_input.png"), "-o", c.string()});
+  ASSERT_EQ(sd_cpp_long.exit_code, 0) << sd_cpp_long.err;
+  EXPECT_EQ(slurp(a), slurp(c));
+  const CliRun bad = run_cli({"-m", fixture("model"), "-s", "-1x", "-o", (dir.path() / "never.png").string()}, false);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--seed"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "never.png"));
+}
+
+// Without -o the defaults never replace a file; a name the user gives is replaced (one image), but the numbered
+// names a batch derives from it are not, and that is refused before any device work.
+TEST(Cli, DefaultOutputNamesNeverReplaceAFileAndBatchNamesDeriveFromOutput) {
+  TempDir dir("sdt-test-cli");
+  const std::string keep = "the user's file";
+  for (const char* name : {"output.png", "output_1.png", "output_taesd.png"})
+    std::ofstream(dir.path() / name, std::ios::binary) << keep;
+  const std::vector<std::string> tiny = {"-m", fixture("model"), "-p", "x", "-W", "64", "-H", "64", "--decoder"};
+  const CliRun single = run_cli(tiny + std::vector<std::string>{"tiny"}, true, dir.path());
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_NE(single.out.find("output_2.png"), std::string::npos) << single.out;
+  EXPECT_TRUE(fs::exists(dir.path() / "output_2.png"));
+  const CliRun pair = run_cli(tiny + std::vector<std::string>{"both"}, true, dir.path());
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  EXPECT_TRUE(fs::exists(dir.path() / "output_3.png")) << pair.out;
+  EXPECT_TRUE(fs::exists(dir.path() / "output_3_taesd.png")) << pair.out;
+  for (const char* name : {"output.png", "output_1.png", "output_taesd.png"})
+    EXPECT_EQ(slurp(dir.path() / name), keep) << name << " was replaced";
+
+  const fs::path named = dir.path() / "named.png";
+  const CliRun batch = run_cli(tiny + std::vector<std::string>{"tiny", "-o", named.string(), "-b", "2", "-s", "4"});
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  EXPECT_EQ(png_seed(dir.path() / "named_1.png"), 4u);
+  EXPECT_EQ(png_seed(dir.path() / "named_2.png"), 5u);
+  EXPECT_FALSE(fs::exists(named));
+  const CliRun refused = run_cli(tiny + std::vector<std::string>{"tiny", "-o", named.string(), "-b", "3", "--device",
+                                                                  "no-such-device-anywhere"},
+                                 false);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("would replace"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("named_1.png"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("no-such-device"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "named_3.png"));
 }
 
 #ifndef _WIN32

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <string>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #ifndef _WIN32
 #include <sys/resource.h>

@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       names.push_back(e.name);
     }
     if (header.data_offset + expected != file.size()) __builtin_trap();
-    for (const auto& [key, value] : header.metadata) (void)sdt::io::printable(key + value);
+    for (const auto& [key, value] : header.metadata) (void)sdt::printable(key + value);
     if (!names.empty()) (void)sdt::io::classify_single_file(names, "fuzz");
   } catch (const sdt::Error&) {
     // Rejections are the expected outcome for most inputs.

@@ -11,7 +11,7 @@
 #include "../pipeline/fixture_tensors.hpp"
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "other_tools.hpp"
 #include "sdt/png_metadata.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "io_test_helpers.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

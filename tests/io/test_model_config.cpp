@@ -6,7 +6,7 @@
 #include "io/model_config.hpp"
 #include "io_test_helpers.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {
@@ -117,14 +117,14 @@ TEST(ModelConfig, RejectsMalformedJson) {
 }
 
 TEST(JsonUtil, PrintableEscapesControlBytesAndInvalidUtf8AndCutsLongText) {
-  EXPECT_EQ(io::printable("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok");
-  EXPECT_EQ(io::printable(std::string("a\0b\n\x7f\xff", 6)), "a\\x00b\\x0a\\x7f\\xff");
-  EXPECT_EQ(io::printable(std::string(500, 'x'), 10), std::string(10, 'x') + "…");
+  EXPECT_EQ(printable("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok");
+  EXPECT_EQ(printable(std::string("a\0b\n\x7f\xff", 6)), "a\\x00b\\x0a\\x7f\\xff");
+  EXPECT_EQ(printable(std::string(500, 'x'), 10), std::string(10, 'x') + "…");
   std::size_t bad = 0;
-  EXPECT_FALSE(io::is_valid_utf8("ab\xc0\x80", &bad));  // overlong NUL
+  EXPECT_FALSE(is_valid_utf8("ab\xc0\x80", &bad));  // overlong NUL
   EXPECT_EQ(bad, 2u);
-  EXPECT_FALSE(io::is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
-  EXPECT_TRUE(io::is_valid_utf8("\xf0\x9f\x90\xb1"));   // 🐱
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_TRUE(is_valid_utf8("\xf0\x9f\x90\xb1"));   // 🐱
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include "io_test_helpers.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {
@@ -222,12 +222,12 @@ TEST(Safetensors, MetadataMustMapStringsToStrings) {
   // Control characters arrive escaped in JSON and are never shown raw.
   const std::string bell = make_raw_safetensors(R"({"__metadata__":{"note":"\u0007\u001b[31mred"}})", "");
   const auto parsed = io::parse_safetensors(reinterpret_cast<const std::byte*>(bell.data()), bell.size(), "mem");
-  EXPECT_EQ(io::printable(parsed.metadata.at("note")), "\\x07\\x1b[31mred");
+  EXPECT_EQ(printable(parsed.metadata.at("note")), "\\x07\\x1b[31mred");
   // A huge value is kept (the header limit bounds it) but printed cut short.
   const std::string huge =
       make_raw_safetensors("{\"__metadata__\":{\"h\":\"" + std::string(1'000'000, 'z') + "\"}}", "");
   const auto big = io::parse_safetensors(reinterpret_cast<const std::byte*>(huge.data()), huge.size(), "mem");
-  EXPECT_LT(io::printable(big.metadata.at("h")).size(), 200u);
+  EXPECT_LT(printable(big.metadata.at("h")).size(), 200u);
 }
 
 TEST(Safetensors, UnsupportedDtypeErrorNamesTensorAndDtype) {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 

@@ -98,6 +98,73 @@ TEST(Engine, CancelDuringTheUNetStopsAndTheNextRunIsUnchanged) {
   EXPECT_EQ(again.image.rgb, before.image.rgb);
 }
 
+// A 4-step run shows 3 previews and exactly the image it gives without them. The first preview is the prediction
+// of the clean image from the initial noise at σ_max, x − σ·ε, which is what a 1-step run ends with (its one Euler
+// step goes to σ = 0): so it must equal a 1-step run's TAESD image byte for byte.
+TEST(Engine, FourStepsGiveThreePreviewsAndTheSameFinalImage) {
+  Engine& engine = fixture_engine();
+  ASSERT_TRUE(engine.can_preview());
+  const Request request = small_request(Decoder::Full, 4);
+  const Result plain = engine.generate(request);
+  std::vector<StepPreview> previews;
+  std::vector<std::string> order;
+  const Result with_previews = engine.generate(
+      request, [&](const Progress& p) { order.push_back(stage_label(p.stage, p.step)); }, nullptr,
+      [&](const StepPreview& p) {
+        previews.push_back(p);
+        order.push_back("preview " + std::to_string(p.step));
+      });
+  ASSERT_EQ(previews.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(previews[i].step, i + 1);
+    EXPECT_EQ(previews[i].steps, 4);
+    EXPECT_EQ(previews[i].image.width, 64);
+    EXPECT_EQ(previews[i].image.height, 64);
+    ASSERT_EQ(previews[i].image.rgb.size(), 64u * 64u * 3u);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"text encoder", "unet step 1", "preview 1", "unet step 2", "preview 2",
+                                             "unet step 3", "preview 3", "unet step 4", "vae decode", "read-back"}));
+  EXPECT_EQ(with_previews.image.rgb, plain.image.rgb);
+  EXPECT_EQ(with_previews.latents, plain.latents);
+  EXPECT_EQ(encode_png(with_previews.image, engine.png_metadata(request, with_previews)),
+            encode_png(plain.image, engine.png_metadata(request, plain)));
+  ASSERT_EQ(with_previews.timings.unet_step_ms.size(), 4u);  // the previews add no stage of their own
+
+  Request one_step = small_request(Decoder::Tiny, 1);
+  const Result one = engine.generate(one_step);
+  EXPECT_EQ(previews[0].image.rgb, one.image.rgb) << "the first preview is not x − σ·ε at σ_max decoded by TAESD";
+  EXPECT_NE(previews[0].image.rgb, previews[2].image.rgb) << "the previews do not follow the steps";
+  // One step has nothing to preview.
+  int one_step_previews = 0;
+  (void)engine.generate(one_step, {}, nullptr, [&](const StepPreview&) { ++one_step_previews; });
+  EXPECT_EQ(one_step_previews, 0);
+}
+
+// A cancel raised while a preview is shown stops the run before the next step; the next run is unchanged.
+TEST(Engine, CancelFromAPreviewStopsBeforeTheNextStep) {
+  Engine& engine = fixture_engine();
+  const Request request = small_request(Decoder::Full, 3);
+  const Result before = engine.generate(request);
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> after_cancel;
+  int previews = 0;
+  try {
+    (void)engine.generate(
+        request, [&](const Progress& p) { if (cancel) after_cancel.push_back(stage_label(p.stage, p.step)); },
+        &cancel,
+        [&](const StepPreview&) {
+          ++previews;
+          cancel = true;
+        });
+    FAIL() << "a cancelled generation returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.message();
+  }
+  EXPECT_EQ(previews, 1);
+  EXPECT_TRUE(after_cancel.empty()) << "stages ran after the cancel: " << after_cancel.front();
+  EXPECT_EQ(engine.generate(request).image.rgb, before.image.rgb);
+}
+
 TEST(Engine, CancelRaisedBeforehandThrowsWithoutRunning) {
   std::atomic<bool> cancel{true};
   EXPECT_THROW(fixture_engine().generate(small_request(), {}, &cancel), Error);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "../pipeline/fixture_tensors.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 #include "text/clip_tokenizer.hpp"
 
 namespace sdt::text {

@@ -7,7 +7,7 @@
 
 #include "../pipeline/fixture_tensors.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 #include "text/clip_tokenizer.hpp"
 #include "text/clip_vocab.hpp"
 

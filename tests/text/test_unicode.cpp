@@ -1,41 +1,11 @@
-// Unicode helpers of the tokenizer: lossy UTF-8 decoding as Python's errors="replace", NFC + lower-case as
-// HuggingFace tokenizers, and the character classes of the CLIP pattern.
+// Unicode helpers of the tokenizer: NFC + lower-case as HuggingFace tokenizers, and the character classes of the
+// CLIP pattern. (Its lossy UTF-8 decoding is tested with the base layer, tests/base/test_utf8.cpp.)
 #include <gtest/gtest.h>
 
 #include "text/unicode.hpp"
 
 namespace sdt::text {
 namespace {
-
-TEST(Utf8, ValidTextDecodesToItsCodePoints) {
-  EXPECT_EQ(decode_utf8_lossy("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x90\xb1"), (std::u32string{U'a', 0xE9, 0x20AC, 0x1F431}));
-  EXPECT_EQ(decode_utf8_lossy(std::string("\0x", 2)), (std::u32string{0, U'x'}));
-}
-
-TEST(Utf8, EachMaximalInvalidSubpartBecomesOneReplacementCharacter) {
-  // The expected counts are what Python's b"...".decode("utf-8", "replace") gives.
-  const char32_t r = 0xFFFD;
-  EXPECT_EQ(decode_utf8_lossy("a\xff"
-                              "b"),
-            (std::u32string{U'a', r, U'b'}));
-  EXPECT_EQ(decode_utf8_lossy("\xe2\x82"), (std::u32string{r}));  // truncated
-  EXPECT_EQ(decode_utf8_lossy("\xe2\x82"
-                              "a"),
-            (std::u32string{r, U'a'}));                                            // cut short
-  EXPECT_EQ(decode_utf8_lossy("\xc0\xaf"), (std::u32string{r, r}));                // overlong
-  EXPECT_EQ(decode_utf8_lossy("\xe0\x80\xaf"), (std::u32string{r, r, r}));         // overlong
-  EXPECT_EQ(decode_utf8_lossy("\xed\xa0\x80"), (std::u32string{r, r, r}));         // surrogate
-  EXPECT_EQ(decode_utf8_lossy("\xf4\x90\x80\x80"), (std::u32string{r, r, r, r}));  // > U+10FFFF
-  EXPECT_EQ(decode_utf8_lossy("\xf0\x9f\x90"), (std::u32string{r}));               // truncated 4-byte
-  EXPECT_EQ(decode_utf8_lossy("\x80\x80"), (std::u32string{r, r}));                // lone continuations
-  EXPECT_EQ(decode_utf8_lossy("\xf8\x88\x80\x80\x80"), (std::u32string(5, r)));    // 5-byte form
-}
-
-TEST(Utf8, AppendEncodesEveryLength) {
-  std::string out;
-  for (char32_t c : {char32_t{0x24}, char32_t{0xA2}, char32_t{0x20AC}, char32_t{0x10348}}) append_utf8(out, c);
-  EXPECT_EQ(out, "\x24\xc2\xa2\xe2\x82\xac\xf0\x90\x8d\x88");
-}
 
 TEST(NfcLower, ComposesThenLowerCases) {
   EXPECT_EQ(nfc_lower(U"E\u0301"), std::u32string{0xE9});

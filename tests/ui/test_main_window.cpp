@@ -31,7 +31,7 @@
 #include <string_view>
 
 #include "runtime/cl_error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/image.hpp"
 #include "test_common.hpp"
 #include "ui/gallery_files.hpp"
@@ -588,6 +588,40 @@ class MainWindowTest : public QObject {
     QVERIFY(same_pixels(window_->image_view()->image(), first));
   }
 
+  // Issue 14: on a device whose kernels are not in the cache yet, the window says it prepares them while the model
+  // opens, counting them, and the first image then builds nothing more.
+  void a_first_open_on_a_new_device_says_it_prepares_the_gpu_kernels() {
+    QTemporaryDir cold_cache;
+    settings_->set_override(QString::fromLatin1(keys::kCacheDir), cold_cache.path());
+    QStringList shown;
+    connect(window_->statusBar(), &QStatusBar::messageChanged, this,
+            [&](const QString& message) { shown.push_back(message); });
+    QSignalSpy opening(window_->engine_host(), &EngineHost::opening);
+    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
+    window_->reload_engine();
+    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    settings_->set_override(QString::fromLatin1(keys::kCacheDir), kernel_cache());
+    disconnect(window_->statusBar(), &QStatusBar::messageChanged, this, nullptr);
+
+    QVERIFY(opening.count() > 0);
+    const auto last = opening.last().at(0).value<sdt::OpenProgress>();
+    QVERIFY(last.kernels_total > 0);
+    QCOMPARE(last.kernels_ready, last.kernels_total);
+    QCOMPARE(last.kernels_to_build, last.kernels_total);  // an empty cache: every program from source
+    const QString expected =
+        QStringLiteral("Preparing GPU kernels for %1 (one time): ").arg(QString::fromStdString(last.device));
+    QVERIFY2(std::any_of(shown.begin(), shown.end(), [&](const QString& s) { return s.startsWith(expected); }),
+             qPrintable(shown.join(QStringLiteral(" | "))));
+    const EngineInfo info = ready.at(0).at(0).value<EngineInfo>();
+    QCOMPARE(info.load.kernels_prepared, last.kernels_total);
+
+    // The image at the size the kernels were prepared for builds none.
+    set_size_steps_seed(64, 1, 42);
+    QVERIFY(!run_generation([&] { window_->generate(); }));
+    QVERIFY(window_->last_image().has_value());
+    QCOMPARE(window_->last_image()->timings.kernel_build_ms, 0.0);
+  }
+
   void closing_during_a_generation_cancels_and_joins_promptly() {
     set_size_steps_seed(128, 4, 3);
     QSignalSpy progress(window_->engine_host(), &EngineHost::progress);
@@ -623,39 +657,6 @@ class MainWindowTest : public QObject {
     if (!info.any_gpu) QVERIFY(window.device_notice()->text().contains(QStringLiteral("Adrenalin")));
   }
 
-  // Issue 14: on a device whose kernels are not in the cache yet, the window says it prepares them while the model
-  // opens, counting them, and the first image then builds nothing more.
-  void a_first_open_on_a_new_device_says_it_prepares_the_gpu_kernels() {
-    QTemporaryDir cold_cache;
-    settings_->set_override(QString::fromLatin1(keys::kCacheDir), cold_cache.path());
-    QStringList shown;
-    connect(window_->statusBar(), &QStatusBar::messageChanged, this,
-            [&](const QString& message) { shown.push_back(message); });
-    QSignalSpy opening(window_->engine_host(), &EngineHost::opening);
-    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
-    window_->reload_engine();
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
-    settings_->set_override(QString::fromLatin1(keys::kCacheDir), kernel_cache());
-    disconnect(window_->statusBar(), &QStatusBar::messageChanged, this, nullptr);
-
-    QVERIFY(opening.count() > 0);
-    const auto last = opening.last().at(0).value<sdt::OpenProgress>();
-    QVERIFY(last.kernels_total > 0);
-    QCOMPARE(last.kernels_ready, last.kernels_total);
-    QCOMPARE(last.kernels_to_build, last.kernels_total);  // an empty cache: every program from source
-    const QString expected =
-        QStringLiteral("Preparing GPU kernels for %1 (one time): ").arg(QString::fromStdString(last.device));
-    QVERIFY2(std::any_of(shown.begin(), shown.end(), [&](const QString& s) { return s.startsWith(expected); }),
-             qPrintable(shown.join(QStringLiteral(" | "))));
-    const EngineInfo info = ready.at(0).at(0).value<EngineInfo>();
-    QCOMPARE(info.load.kernels_prepared, last.kernels_total);
-
-    // The image at the size the kernels were prepared for builds none.
-    set_size_steps_seed(64, 1, 42);
-    QVERIFY(!run_generation([&] { window_->generate(); }));
-    QVERIFY(window_->last_image().has_value());
-    QCOMPARE(window_->last_image()->timings.kernel_build_ms, 0.0);
-  }
 };
 
 QTEST_MAIN(MainWindowTest)

@@ -257,6 +257,18 @@ struct Progress {
 };
 using ProgressCallback = std::function<void(const Progress&)>;
 
+// A live preview of a multi-step run: after each UNet step but the last, the TAESD decode of that step's prediction
+// of the clean image (x0 = latents − σ·ε, diffusers' pred_original_sample), decoded and converted on the device
+// and read back as RGB8 at the request's size. Only when the model has a TAESD decoder. The previews cost one TAESD
+// decode and one synchronisation per step (their kernels are not counted in the step timings) and leave the final
+// image unchanged.
+struct StepPreview {
+  int step = 0;   // 1-based UNet step just run
+  int steps = 0;  // the steps this request runs
+  Image image;
+};
+using PreviewCallback = std::function<void(const StepPreview&)>;
+
 class Engine {
  public:
   explicit Engine(const EngineOptions& options);
@@ -267,8 +279,12 @@ class Engine {
   // Throws sdt::Error: BadRequest before any device work, Cancelled when *cancel became true, Device/OutOfMemory.
   // When the device runs out of memory, the engine frees its caches (pooled buffers, cached prompt embeddings)
   // and tries once more, which gives the same pixels; the result's warnings say so.
+  // `on_preview`: called on this thread between steps (see StepPreview); a cancel raised in it stops the run before
+  // the next step.
   Result generate(const Request& request, const ProgressCallback& on_progress = {},
-                  const std::atomic<bool>* cancel = nullptr);
+                  const std::atomic<bool>* cancel = nullptr, const PreviewCallback& on_preview = {});
+  // Whether previews can be made: the model has a TAESD decoder.
+  bool can_preview() const;
 
   // Checks a request without running it; throws sdt::Error (BadRequest) saying what is allowed.
   void validate(const Request& request) const;

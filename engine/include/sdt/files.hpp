@@ -46,7 +46,10 @@ std::string read_regular_file(const std::filesystem::path& path, std::uintmax_t 
 // Where a write to `path` lands: `path`, or the file at the end of its chain of symbolic links. Throws sdt::Error
 // (BadRequest) naming `what` (an option name such as "--output", or "the image") when that is not a regular file
 // or nothing (a folder, a device, a FIFO, a socket), when the links loop, or when its folder does not exist.
-std::filesystem::path resolve_output(const std::filesystem::path& path, std::string_view what);
+// folder_kind: the kind thrown when the folder is missing or not a folder — BadRequest for a check before any work
+// (the user named a wrong place), Io when a write finds it gone.
+std::filesystem::path resolve_output(const std::filesystem::path& path, std::string_view what,
+                                     ErrorKind folder_kind = ErrorKind::BadRequest);
 
 // Everything about an output that can be known before a long run: resolve_output's checks, then that a file with a
 // name as long as this one can be created in its folder (a probe file, removed at once). Throws sdt::Error

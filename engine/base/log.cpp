@@ -1,8 +1,10 @@
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <mutex>
+
+#include "sdt/log.hpp"
 
 namespace sdt::log {
 namespace {
@@ -31,3 +33,19 @@ void set_level(spdlog::level::level_enum level) {
   spdlog::set_level(level);
 }
 }  // namespace sdt::log
+
+namespace sdt {
+void set_log_level(LogLevel level) {
+  switch (level) {
+    case LogLevel::Debug: log::set_level(spdlog::level::debug); return;
+    case LogLevel::Info: log::set_level(spdlog::level::info); return;
+    case LogLevel::Warn: log::set_level(spdlog::level::warn); return;
+    case LogLevel::Error: log::set_level(spdlog::level::err); return;
+    case LogLevel::Off: log::set_level(spdlog::level::off); return;
+  }
+}
+
+void flush_logs() {
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+}
+}  // namespace sdt

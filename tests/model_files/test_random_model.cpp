@@ -9,7 +9,7 @@
 #include "io/weight_specs.hpp"
 #include "models/architecture.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

@@ -1,7 +1,8 @@
-// Reading and writing files safely; see engine/include/sdt/files.hpp. Hand-written: the standard library renames
-// and checks types, but nothing we could use writes a file atomically with these refusals, names its temporary
-// files so that a later run can tell a dead writer's leftovers from a live one's, or says why a write failed in
-// words a person acts on ("the disk is full").
+// Reading and writing files safely; see engine/include/sdt/files.hpp. In base because io, image and text read and
+// write through it, and it needs no device. Hand-written: the standard library renames and checks types, but
+// nothing we could use writes a file atomically with these refusals, names its temporary files so that a later run
+// can tell a dead writer's leftovers from a live one's, or says why a write failed in words a person acts on ("the
+// disk is full").
 #include "sdt/files.hpp"
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 #include <set>
 #include <system_error>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/utf8_path.hpp"
 
 #ifdef _WIN32
@@ -327,7 +328,7 @@ std::string read_regular_file(const fs::path& path, std::uintmax_t max_bytes, st
   return bytes;
 }
 
-fs::path resolve_output(const fs::path& path, std::string_view what) {
+fs::path resolve_output(const fs::path& path, std::string_view what, ErrorKind folder_kind) {
   const std::string name = std::string(what) + " " + path_to_utf8(path);
   if (path.empty()) throw Error(ErrorKind::BadRequest, std::string(what) + ": no file name given");
   fs::path target = path;
@@ -359,7 +360,7 @@ fs::path resolve_output(const fs::path& path, std::string_view what) {
   if (is_loop(ec))
     throw Error(ErrorKind::BadRequest, name + ": the folder " + path_to_utf8(folder) + " is a loop of symbolic links");
   if (folder_status.type() != fs::file_type::directory)
-    throw Error(ErrorKind::BadRequest,
+    throw Error(folder_kind,
                 name + ": the folder " + path_to_utf8(folder) +
                     (folder_status.type() == fs::file_type::not_found ? " does not exist"
                                                                       : " is " + type_text(folder_status.type())),
@@ -415,7 +416,7 @@ bool same_file(const fs::path& a, const fs::path& b) {
 }
 
 void write_file_atomically(const fs::path& path, const void* bytes, std::size_t size) {
-  const fs::path target = resolve_output(path, "the file");
+  const fs::path target = resolve_output(path, "the file", ErrorKind::Io);
   const fs::path folder = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   sweep_once(folder);
   const fs::path temporary = folder / temporary_name(target.filename());

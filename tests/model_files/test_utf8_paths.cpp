@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/utf8.hpp"
 #include "io/mapped_file.hpp"
 #include "io/model_files.hpp"
 #include "io_test_helpers.hpp"
@@ -16,7 +17,7 @@
 #include "sdt/error.hpp"
 #include "sdt/image.hpp"
 #include "sdt/utf8_path.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {
@@ -147,7 +148,6 @@ TEST(Utf8Path, ErrorsNameNonAsciiPathsIntact) {
 
 // Windows paths are UTF-16: the converter path_to_utf8 uses there, fed with char16_t here.
 TEST(Utf8Path, Utf16ToUtf8MatchesTheUtf8Spelling) {
-  using utf8_detail::utf16_to_utf8;
   EXPECT_EQ(utf16_to_utf8(std::u16string_view(u"C:\\Users\\Zo\u00EB")), "C:\\Users\\Zo\xC3\xAB");
   EXPECT_EQ(utf16_to_utf8(std::u16string_view(u"\u6771\u4EAC")), kTokyo);
   EXPECT_EQ(utf16_to_utf8(std::u16string_view(u"\U0001F303")), kNightCity);  // a surrogate pair
@@ -156,7 +156,6 @@ TEST(Utf8Path, Utf16ToUtf8MatchesTheUtf8Spelling) {
 }
 
 TEST(Utf8Path, Utf16LoneSurrogatesBecomeReplacementCharacters) {
-  using utf8_detail::utf16_to_utf8;
   const char16_t high_then_letter[] = {u'x', 0xD83C, u'y', 0};
   EXPECT_EQ(utf16_to_utf8(std::u16string_view(high_then_letter)), "x" + kReplacement + "y");
   const char16_t low_alone[] = {0xDF03, u'.', u'p', u'n', u'g', 0};

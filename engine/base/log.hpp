@@ -1,5 +1,5 @@
 // Named spdlog loggers shared by the engine ("engine", "cl", "io", "text", ...). Library code logs through
-// these and never prints.
+// these and never prints. Front ends set the level through the public sdt::set_log_level (sdt/log.hpp).
 #pragma once
 
 #include <spdlog/spdlog.h>

@@ -10,7 +10,7 @@
 #include "io_test_helpers.hpp"
 #include "models/architecture.hpp"
 #include "sdt/error.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {

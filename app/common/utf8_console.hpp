@@ -1,5 +1,5 @@
-// The command line and the console in UTF-8, for sdturbo-cli and sdturbo-bench (the engine's encoding for every
-// prompt and path). On Linux both are bytes already and these do nothing.
+// The command line and the console in UTF-8, for sdturbo-cli and sdturbo-bench (app/common holds what both use; the
+// engine's encoding for every prompt and path is UTF-8). On Linux both are bytes already and these do nothing.
 //
 // Windows hands a narrow main() its arguments converted from UTF-16 to the ANSI code page: "Zoë" survives on a
 // Western system, "モデル" becomes "???". The programs' manifest asks for UTF-8 as that code page, but only
@@ -23,7 +23,7 @@
 #include <shellapi.h>
 #endif
 
-namespace sdt::cli {
+namespace sdt::app {
 
 class Utf8CommandLine {
  public:
@@ -85,4 +85,4 @@ class Utf8Console {
   unsigned previous_ = 0;
 };
 
-}  // namespace sdt::cli
+}  // namespace sdt::app

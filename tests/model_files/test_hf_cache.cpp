@@ -17,7 +17,7 @@
 #include "sdt/error.hpp"
 #include "sdt/hf_cache.hpp"
 #include "sdt/utf8_path.hpp"
-#include "test_common.hpp"
+#include "test_files.hpp"
 
 namespace sdt::test {
 namespace {
