@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "nn/ops_internal.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt_kernel_sources.hpp"
 
