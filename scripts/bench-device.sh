@@ -59,6 +59,12 @@ if [ -x "$bench" ]; then
       --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" --json "$out/bench-h200-$weights.json" \
       >"$out/bench-h200-$weights.txt" 2>&1
     echo "bench $weights: exit $?"
+    # Without --profile: no per-kernel events, so the per-image time is the one a user sees (the host's share of
+    # it included); the profiled run above gives the stage breakdown.
+    "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" --width 512 --height 512 \
+      --warmup 3 --runs 10 --cache-dir "$cache" --json "$out/bench-h200-$weights-noprofile.json" \
+      >"$out/bench-h200-$weights-noprofile.txt" 2>&1
+    echo "bench $weights without --profile: exit $?"
   done
   pocl=$(grep -m1 -i "portable computing" "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
   if [ -n "$pocl" ] && [ "${SDT_BENCH_POCL:-1}" != 0 ]; then
