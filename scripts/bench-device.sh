@@ -68,6 +68,12 @@ if [ -x "$bench" ]; then
       --width 512 --height 512 --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" \
       --json "$out/bench-h200-$run.json" >"$out/bench-h200-$run.txt" 2>&1
     echo "bench $run: exit $?"
+    # Without --profile: no per-kernel events, so the per-image time is the one a user sees (the host's share of
+    # it included); the profiled run above gives the stage breakdown.
+    SDT_TENSOR_CORES=$tensor_cores "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" \
+      --width 512 --height 512 --warmup 3 --runs 10 --cache-dir "$cache" \
+      --json "$out/bench-h200-$run-noprofile.json" >"$out/bench-h200-$run-noprofile.txt" 2>&1
+    echo "bench $run without --profile: exit $?"
   done
   # The kernel tuner on this GPU: its choice against the table's row (docs/KERNELS.md, "Tuned on the user's GPU").
   if [ "${SDT_BENCH_TUNE:-1}" != 0 ]; then

@@ -4,8 +4,11 @@
 #                               2. every kernel family at small shapes under Oclgrind: out-of-bounds accesses and
 #                                  work-group data races fail the step
 #                               3. the libFuzzer targets over their committed seed corpora, SDT_FUZZ_SECONDS each (10)
-#                               4. the whole suite in the `debug` build under ASan + UBSan
+#                               4. the `debug` build under ASan + UBSan: every test of the engine, the CLI and the
+#                                  benchmark (the whole suite but the desktop app's, which step 5 runs)
 #                               5. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
+# CI must stay under 40 minutes on two cores: the desktop app (a third of the compile time) is built under one
+# sanitizer only, ThreadSanitizer, where its engine thread is what can go wrong.
 #   scripts/test.sh --quick     step 1 only
 # Every step runs even when an earlier one failed; the script fails if any did, and ends with a summary.
 set -uo pipefail
@@ -81,7 +84,7 @@ tsan_suite() {
   cmake --preset tsan >/dev/null &&
     cmake --build build/tsan -j "$jobs" --target "${ui_tests[@]}" &&
     QT_QPA_PLATFORM=offscreen TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/ui/tsan.supp" \
-      ctest --test-dir build/tsan --output-on-failure -L '^ui$' --timeout 900
+      ctest --test-dir build/tsan --output-on-failure -L '^ui$' -j "$jobs" --timeout 900
 }
 
 step "release suite" suite release

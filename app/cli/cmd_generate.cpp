@@ -167,7 +167,6 @@ OutputPlan plan_outputs(const Options& o, bool both) {
         reject("--output " + o.output + " with --batch-count " + std::to_string(count) + " would replace " +
                    path_to_utf8(tiny),
                "move that file away, or choose another --output name");
-      if (fs::absolute(tiny) == fs::absolute(image)) reject("--output and --output-tiny name the same file");
       plan.tiny.push_back(tiny);
     }
   } else if (!o.output_tiny.empty()) {

@@ -178,9 +178,11 @@ std::vector<float> timestep_embedding(float t, int dim, bool flip_sin_to_cos, fl
   std::vector<float> out(static_cast<std::size_t>(dim), 0.0f);
   for (int i = 0; i < half; ++i) {
     // torch: exponent = -ln(10000) · arange(half) in float32, / (half − shift), exp, times t: each step a float.
-    const float exponent = static_cast<float>(-std::log(10000.0)) * static_cast<float>(i) / (static_cast<float>(half) - shift);
+    // volatile: each step rounded to float, never fused into a multiply-add the compiler may choose.
+    volatile float exponent = static_cast<float>(-std::log(10000.0)) * static_cast<float>(i);
+    exponent = exponent / (static_cast<float>(half) - shift);
     const float freq = static_cast<float>(std::exp(static_cast<double>(exponent)));
-    const float arg = t * freq;
+    volatile float arg = t * freq;
     const float s = static_cast<float>(std::sin(static_cast<double>(arg)));
     const float c = static_cast<float>(std::cos(static_cast<double>(arg)));
     out[i] = flip_sin_to_cos ? c : s;
@@ -194,10 +196,10 @@ std::vector<std::uint8_t> to_rgb8(const std::vector<float>& x, int H, int W, flo
   std::vector<std::uint8_t> rgb(3 * n);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t c = 0; c < 3; ++c) {
-      const float scaled = x[c * n + i] * a;
+      volatile float scaled = x[c * n + i] * a;  // volatile: no fused multiply-add, as torch rounds each step
       float v = scaled + b;
       v = std::isnan(v) ? 0.0f : std::clamp(v, 0.0f, 1.0f);
-      const float level = v * 255.0f;
+      volatile float level = v * 255.0f;
       rgb[3 * i + c] = static_cast<std::uint8_t>(std::nearbyint(level));  // half to even in the default mode
     }
   return rgb;

@@ -37,7 +37,7 @@ inline const char* storage_name(nn::DType d) {
   return d == nn::DType::F32 ? "f32" : "f16";
 }
 inline ref::Act to_ref(nn::Act a) {
-  return static_cast<ref::Act>(static_cast<int>(a));
+  return a;
 }
 
 // Downloads `out`, checks that it holds no poison and is within `rtol`·max|expected| (+ `atol`) of `expected`

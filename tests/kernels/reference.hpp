@@ -1,15 +1,18 @@
-// Plain C++ loops the kernels are checked against, written for clarity (double accumulation, the textbook
-// formula of each op, no tiling) and only as fast as loop order allows. They mirror the torch ops diffusers
-// calls: nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm, F.scaled_dot_product_attention, F.gelu, F.silu.
-// Layouts are the engine's (batch 1 left out): x [C, H, W], tokens [T, C], weights [O, C, k, k] / [N, K].
+// Plain C++ loops the kernels are checked against: the self-check's reference (engine/check/reference.hpp, the
+// textbook formula of each op accumulated in double, no tiling), with the optional bias and residual as pointers
+// and the convolution's geometry flat, as the kernel tests write them. They mirror the torch ops diffusers calls:
+// nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm, F.scaled_dot_product_attention, F.gelu, F.silu. Layouts are
+// the engine's (batch 1 left out): x [C, H, W], tokens [T, C], weights [O, C, k, k] / [N, K].
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "nn/ops.hpp"
+
 namespace sdt::ref {
 
-enum class Act { None, SiLU, GELU, ReLU };
+using Act = nn::Act;
 double act(double v, Act a);
 
 // Rounds each value to IEEE binary16 (round to nearest even) and back: the weights a fp16-storage kernel sees.

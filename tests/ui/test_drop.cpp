@@ -21,12 +21,13 @@
 #include "sdt/png_metadata.hpp"
 #include "test_common.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 
 using namespace sdt::ui;
+using namespace sdt::test::ui_fixture;
 
 namespace {
 
-constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
 
 void write_bytes(const QString& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(std::filesystem::path(path.toStdU16String()), std::ios::binary);
@@ -105,20 +106,9 @@ class DropTest : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(root_.isValid());
-    const auto tiny = sdt::test::tiny_fixture_dir();
-    settings_ = std::make_unique<Settings>(root_.filePath(QStringLiteral("settings.ini")), nullptr);
-    settings_->set_model(QString::fromStdString((tiny / "model").string()));
-    settings_->set_taesd(QString::fromStdString((tiny / "taesd").string()));
-    settings_->set_gallery_folder(root_.filePath(QStringLiteral("gallery")));
-    if (const char* device = std::getenv("SDT_TEST_DEVICE")) settings_->set_device(QString::fromLocal8Bit(device));
-    const QString cache = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-    settings_->set_override(QString::fromLatin1(keys::kCacheDir),
-                            cache.isEmpty() ? root_.filePath(QStringLiteral("kernel-cache")) : cache);
+    settings_ = tiny_model_settings(root_);
     window_ = std::make_unique<MainWindow>(settings_.get());
-    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(*window_), qPrintable(window_->error_bar()->text()));
   }
 
   void an_a1111_png_restores_its_settings_and_names_what_sd_turbo_cannot_use() {

@@ -27,6 +27,7 @@
 #include "ui/gallery_files.hpp"
 #include "ui/gpu_check.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 #include "ui/settings.hpp"
 
 #ifdef Q_OS_UNIX
@@ -34,46 +35,15 @@
 #endif
 
 using namespace sdt::ui;
+using namespace sdt::test::ui_fixture;
 
 namespace {
 
-// Seeded noise: PNG cannot compress it.
-QByteArray noise_png(int side, quint32 seed) {
-  sdt::Image image;
-  image.width = image.height = side;
-  quint32 state = seed * 2654435761u + 1;
-  for (int i = 0; i < side * side * 3; ++i) {
-    state = state * 1664525u + 1013904223u;
-    image.rgb.push_back(static_cast<std::uint8_t>(state >> 24));
-  }
-  const auto bytes = sdt::encode_png(image);
-  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
-}
-
-QStringList files_in(const QString& folder) {
-  return QDir(folder).entryList(QDir::Files | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot, QDir::Name);
-}
-
-QByteArray read_all(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-QString fixture_model() {
-  return QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string());
-}
-
-QString test_kernel_cache(const QTemporaryDir& root) {
-  const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-  return shared.isEmpty() ? root.filePath(QStringLiteral("kernels")) : shared;
-}
-
-constexpr int kLoadTimeoutMs = 300000;
 constexpr int kGenerateTimeoutMs = 120000;
 
 std::unique_ptr<Settings> window_settings(const QString& ini, const QString& gallery, const QString& cache) {
   auto settings = std::make_unique<Settings>(ini, nullptr);
-  settings->set_model(fixture_model());
+  settings->set_model(tiny_fixture("model"));
   settings->set_gallery_folder(gallery);
   if (const char* device = std::getenv("SDT_TEST_DEVICE")) settings->set_device(QString::fromLocal8Bit(device));
   settings->set_override(QString::fromLatin1(keys::kCacheDir), cache);
@@ -192,7 +162,7 @@ class FaultsUi : public QObject {
       QVERIFY(filler.good());
     }
     QTemporaryDir root;
-    auto settings = window_settings(root.filePath(QStringLiteral("settings.ini")), gallery, test_kernel_cache(root));
+    auto settings = window_settings(root.filePath(QStringLiteral("settings.ini")), gallery, kernel_cache(root));
     MainWindow window(settings.get());
     QSignalSpy ready(&window, &MainWindow::engine_ready);
     window.show();
@@ -238,7 +208,7 @@ class FaultsUi : public QObject {
   void a_worker_stuck_where_no_cancel_reaches_is_named_and_quitting_does_not_freeze() {
     QTemporaryDir root;
     auto settings = window_settings(root.filePath(QStringLiteral("settings.ini")), root.filePath(QStringLiteral("g")),
-                                    test_kernel_cache(root));
+                                    kernel_cache(root));
     auto window = std::make_unique<MainWindow>(settings.get());
     QSignalSpy ready(window.get(), &MainWindow::engine_ready);
     window->show();
@@ -305,7 +275,7 @@ class FaultsUi : public QObject {
   void check_gpu_shows_the_verdict_and_remembers_it_for_the_device_and_driver() {
     QTemporaryDir root;
     auto settings = window_settings(root.filePath(QStringLiteral("settings.ini")), root.filePath(QStringLiteral("g")),
-                                    test_kernel_cache(root));
+                                    kernel_cache(root));
     MainWindow window(settings.get());
     QSignalSpy ready(&window, &MainWindow::engine_ready);
     window.show();
@@ -338,7 +308,7 @@ class FaultsUi : public QObject {
   void a_failed_check_is_made_once_per_device_and_its_safe_path_taken_from_then_on() {
     QTemporaryDir root;
     auto settings = window_settings(root.filePath(QStringLiteral("settings.ini")), root.filePath(QStringLiteral("g")),
-                                    test_kernel_cache(root));
+                                    kernel_cache(root));
     settings->set_gpu_check_on_cpu_devices(true);
     // A function before the macro, so that it calls the real built-in (see tests/check/test_self_check.cpp).
     sdt::cl::set_source_override(

@@ -26,12 +26,13 @@
 #include "test_common.hpp"
 #include "ui/img2img_resize.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 
 using namespace sdt::ui;
+using namespace sdt::test::ui_fixture;
 
 namespace {
 
-constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
 constexpr int kImageTimeoutMs = 300000;
 
 // Left half red, right half blue.
@@ -93,26 +94,13 @@ class Img2ImgTest : public QObject {
     return dropped.isAccepted();
   }
 
-  static QString fixture(const char* name) {
-    return QString::fromStdString((sdt::test::tiny_fixture_dir() / name).string());
-  }
 
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(root_.isValid());
-    settings_ = std::make_unique<Settings>(root_.filePath(QStringLiteral("settings.ini")), nullptr);
-    settings_->set_model(fixture("model"));
-    settings_->set_taesd(fixture("taesd"));
-    settings_->set_gallery_folder(root_.filePath(QStringLiteral("gallery")));
-    if (const char* device = std::getenv("SDT_TEST_DEVICE")) settings_->set_device(QString::fromLocal8Bit(device));
-    const QString cache = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-    settings_->set_override(QString::fromLatin1(keys::kCacheDir),
-                            cache.isEmpty() ? root_.filePath(QStringLiteral("kernel-cache")) : cache);
+    settings_ = tiny_model_settings(root_);
     window_ = std::make_unique<MainWindow>(settings_.get());
-    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(*window_), qPrintable(window_->error_bar()->text()));
   }
 
   // A1111's resize_image: the placement arithmetic and the fill, on images whose halves tell where they went.
@@ -156,7 +144,7 @@ class Img2ImgTest : public QObject {
     QSignalSpy restored(window_.get(), &MainWindow::parameters_restored);
     QVERIFY(!panel()->has_image());
     QVERIFY(!strength()->isEnabled());
-    QVERIFY(drop(panel(), fixture("img2img_input.png")));
+    QVERIFY(drop(panel(), tiny_fixture("img2img_input.png")));
     QVERIFY(panel()->has_image());
     QCOMPARE(panel()->image().size(), QSize(128, 128));
     QVERIFY(!panel()->findChild<QLabel*>(QStringLiteral("init_thumbnail"))->pixmap().isNull());
@@ -217,7 +205,7 @@ class Img2ImgTest : public QObject {
 
   // The check: the app's image for strength 0.5 and 2 steps is the CLI's for the same settings.
   void the_apps_image_to_image_equals_the_clis_and_its_png_restores_the_strength() {
-    QVERIFY(drop(panel(), fixture("img2img_input.png")));
+    QVERIFY(drop(panel(), tiny_fixture("img2img_input.png")));
     spin("width")->setValue(128);
     spin("height")->setValue(128);
     spin("steps")->setValue(2);
@@ -248,13 +236,13 @@ class Img2ImgTest : public QObject {
     QVERIFY(recorded.infotext.find("Denoising strength: 0.5") != std::string::npos);
 
     const QString cli_png = root_.filePath(QStringLiteral("cli.png"));
-    QStringList args = {QStringLiteral("-m"),      fixture("model"),
-                        QStringLiteral("--taesd"), fixture("taesd"),
+    QStringList args = {QStringLiteral("-m"),      tiny_fixture("model"),
+                        QStringLiteral("--taesd"), tiny_fixture("taesd"),
                         QStringLiteral("-p"),      QStringLiteral("a watercolour of a harbour"),
                         QStringLiteral("-s"),      QStringLiteral("42"),
                         QStringLiteral("--steps"), QStringLiteral("2"),
                         QStringLiteral("--strength"), QStringLiteral("0.5"),
-                        QStringLiteral("-i"),      fixture("img2img_input.png"),
+                        QStringLiteral("-i"),      tiny_fixture("img2img_input.png"),
                         QStringLiteral("-o"),      cli_png,
                         QStringLiteral("--cache-dir"), settings_->kernel_cache_dir()};
     if (const char* device = std::getenv("SDT_TEST_DEVICE")) args << QStringLiteral("--device") << device;

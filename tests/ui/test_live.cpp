@@ -16,11 +16,12 @@
 
 #include "test_common.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 
 using namespace sdt::ui;
+using namespace sdt::test::ui_fixture;
 
 namespace {
-constexpr int kLoadTimeoutMs = 300000;
 constexpr int kImageTimeoutMs = 300000;
 }  // namespace
 
@@ -68,20 +69,9 @@ class LiveTest : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(root_.isValid());
-    const auto tiny = sdt::test::tiny_fixture_dir();
-    settings_ = std::make_unique<Settings>(root_.filePath(QStringLiteral("settings.ini")), nullptr);
-    settings_->set_model(QString::fromStdString((tiny / "model").string()));
-    settings_->set_taesd(QString::fromStdString((tiny / "taesd").string()));
-    settings_->set_gallery_folder(root_.filePath(QStringLiteral("gallery")));
-    if (const char* device = std::getenv("SDT_TEST_DEVICE")) settings_->set_device(QString::fromLocal8Bit(device));
-    const QString cache = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-    settings_->set_override(QString::fromLatin1(keys::kCacheDir),
-                            cache.isEmpty() ? root_.filePath(QStringLiteral("kernel-cache")) : cache);
+    settings_ = tiny_model_settings(root_);
     window_ = std::make_unique<MainWindow>(settings_.get());
-    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(*window_), qPrintable(window_->error_bar()->text()));
     connect(window_.get(), &MainWindow::generation_started, this, [this](quint64 id, bool live) {
       events_ << QStringLiteral("start %1 %2").arg(live ? "live" : "plain").arg(id);
       most_outstanding_ = std::max(most_outstanding_, window_->engine_host()->outstanding());

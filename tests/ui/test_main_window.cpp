@@ -38,12 +38,15 @@
 #include "ui/image_math.hpp"
 #include "ui/image_parameters.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 
 using namespace sdt::ui;
+namespace ui_fixture = sdt::test::ui_fixture;
+using ui_fixture::kLoadTimeoutMs;
+using ui_fixture::show_and_wait_for_the_model;
 
 namespace {
 
-constexpr int kLoadTimeoutMs = 300000;      // opening a model on PoCL, kernels built on the first run
 constexpr int kGenerateTimeoutMs = 120000;  // one 64×64 image on PoCL takes well under a second once warm
 
 QByteArray read_all(const QString& path) {
@@ -167,10 +170,7 @@ class MainWindowTest : public QObject {
   }
 
   // Never the user's kernel cache: the build folder's (kept between runs, see CMakeLists.txt) or this run's own.
-  QString kernel_cache() const {
-    const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-    return shared.isEmpty() ? root_.filePath(QStringLiteral("kernel-cache")) : shared;
-  }
+  QString kernel_cache() const { return ui_fixture::kernel_cache(root_); }
 
   void set_size_steps_seed(int side, int steps, quint64 seed) {
     auto* controls = window_->controls();
@@ -209,10 +209,7 @@ class MainWindowTest : public QObject {
     settings_->set_seed(42);
 
     window_ = std::make_unique<MainWindow>(settings_.get());
-    QSignalSpy ready(window_.get(), &MainWindow::engine_ready);
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
-    QVERIFY2(ready.wait(kLoadTimeoutMs), qPrintable(window_->error_bar()->text()));
+    QVERIFY2(show_and_wait_for_the_model(*window_), qPrintable(window_->error_bar()->text()));
     QVERIFY(!window_->error_bar()->is_shown());
     QVERIFY(!window_->model_notice()->is_shown());  // a real (if tiny) model: no "noise" notice
   }

@@ -29,33 +29,13 @@
 #include "ui/gallery_files.hpp"
 #include "ui/image_math.hpp"
 #include "ui/main_window.hpp"
+#include "ui_fixture.hpp"
 #include "ui/settings.hpp"
 
 using namespace sdt::ui;
+using namespace sdt::test::ui_fixture;
 
 namespace {
-
-// Seeded noise: PNG cannot compress it, so its size is known to exceed a small file-size limit.
-QByteArray noise_png(int side, quint32 seed) {
-  sdt::Image image;
-  image.width = image.height = side;
-  quint32 state = seed * 2654435761u + 1;
-  for (int i = 0; i < side * side * 3; ++i) {
-    state = state * 1664525u + 1013904223u;
-    image.rgb.push_back(static_cast<std::uint8_t>(state >> 24));
-  }
-  const auto bytes = sdt::encode_png(image);
-  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
-}
-
-QStringList files_in(const QString& folder) {
-  return QDir(folder).entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
-}
-
-QByteArray read_all(const QString& path) {
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
 
 // Every file and folder under `root`, relative, sorted: what "nothing was written anywhere" compares.
 QStringList tree_of(const QString& root) {
@@ -66,24 +46,7 @@ QStringList tree_of(const QString& root) {
   return out;
 }
 
-QString fixture_model() {
-  return QString::fromStdString((sdt::test::tiny_fixture_dir() / "model").string());
-}
-
-QString test_kernel_cache(const QTemporaryDir& root) {
-  const QString shared = qEnvironmentVariable("SDT_UI_TEST_KERNEL_CACHE");
-  return shared.isEmpty() ? root.filePath(QStringLiteral("kernels")) : shared;
-}
-
-constexpr int kLoadTimeoutMs = 300000;  // opening a model on PoCL, kernels built on the first run
 constexpr int kGenerateTimeoutMs = 120000;
-
-// Shows the window and waits until its model is open; false (the error bar says why) when it does not open.
-bool show_and_wait_for_the_model(MainWindow& window) {
-  QSignalSpy ready(&window, &MainWindow::engine_ready);
-  window.show();
-  return ready.wait(kLoadTimeoutMs);
-}
 
 // The fixture's diffusers folder under `dir` with the VAE decoder's output bias NaN: every image it decodes is
 // NaN, which a careless pipeline would save as a black PNG. Only the edited file is a copy, never a link.
@@ -176,7 +139,7 @@ class ReliabilityUi : public QObject {
     const QString drive = QDir(media).filePath(QStringLiteral("drive"));
     const QString gallery = QDir(drive).filePath(QStringLiteral("gallery"));
     QVERIFY(QDir().mkpath(gallery));
-    auto settings = window_settings(root, fixture_model(), test_kernel_cache(root));
+    auto settings = window_settings(root, tiny_fixture("model"), kernel_cache(root));
     settings->set_gallery_folder(gallery);
     MainWindow window(settings.get());
     QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
@@ -266,7 +229,7 @@ class ReliabilityUi : public QObject {
 
   void a_model_with_nan_weights_shows_the_stage_and_saves_nothing() {
     QTemporaryDir root;
-    auto settings = window_settings(root, model_with_nan_vae(root.path()), test_kernel_cache(root));
+    auto settings = window_settings(root, model_with_nan_vae(root.path()), kernel_cache(root));
     MainWindow window(settings.get());
     QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
     QSignalSpy failed(&window, &MainWindow::generation_failed);
@@ -286,7 +249,7 @@ class ReliabilityUi : public QObject {
     QTemporaryDir root;
     // Not ASCII: the folder reaches the engine as a path made from UTF-8, not through a narrow code page.
     const QString cache = root.filePath(QStringLiteral("my kernel cache – Zoë カーネル"));
-    auto settings = window_settings(root, fixture_model(), cache);
+    auto settings = window_settings(root, tiny_fixture("model"), cache);
     QCOMPARE(settings->kernel_cache_dir(), cache);
     MainWindow window(settings.get());
     QVERIFY2(show_and_wait_for_the_model(window), qPrintable(window.error_bar()->text()));
