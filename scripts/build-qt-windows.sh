@@ -70,7 +70,7 @@ options=(
 compiler="$(x86_64-w64-mingw32-g++-posix --version | head -n 1)"
 key="$(printf '%s\n' "qt6-base $host_version" "$compiler" "${options[@]}" | cat - "$toolchain" | sha256sum | cut -c1-16)"
 # The patches below change a few sources only: they are part of the prefix's stamp, not of the build folder's.
-patches_id="wintab-optional-1"
+patches_id="wintab-optional-1 softwaregl-needs-opengl-1"
 
 # One build at a time: a second run (another terminal, the installer test) waits for the first, then finds the
 # prefix current.
@@ -116,6 +116,16 @@ if [ ! -f "$src/src/3rdparty/wintab/wintab.h" ] && ! grep -q SDT_NO_WINTAB "$plu
   sed -i '1i #define SDT_NO_WINTAB 1 // build-qt-windows.sh: Wintab is not in the source package' \
     "$plugin/qwindowscontext.cpp" "$plugin/qwindowspointerhandler.cpp"
 fi
+# Qt 6.4.2 leaves `dynamicgl` on for Windows when OpenGL is off, and the plugin's isSoftwareGl() then asks OpenGL's
+# static context: that test is compiled only with OpenGL (without it no GL is software GL).
+if ! grep -q 'QT_CONFIG(dynamicgl) && QT_CONFIG(opengl)' "$plugin/qwindowswindow.cpp"; then
+  sed -i '/^static inline bool isSoftwareGl()/,/^}/s|^#if QT_CONFIG(dynamicgl)$|#if QT_CONFIG(dynamicgl) \&\& QT_CONFIG(opengl)|' \
+    "$plugin/qwindowswindow.cpp"
+fi
+grep -q 'QT_CONFIG(dynamicgl) && QT_CONFIG(opengl)' "$plugin/qwindowswindow.cpp" || {
+  echo "build-qt-windows: could not patch isSoftwareGl() in $plugin/qwindowswindow.cpp (Qt's sources changed?)" >&2
+  exit 1
+}
 grep -q 'AND EXISTS "${QtBase_SOURCE_DIR}/src/3rdparty/wintab/wintab.h"' "$plugin/CMakeLists.txt" ||
   [ -f "$src/src/3rdparty/wintab/wintab.h" ] || {
   echo "build-qt-windows: could not make Wintab optional in $plugin (Qt's sources changed?)" >&2
