@@ -196,9 +196,15 @@ void check_outputs(cl::Context& ctx, pipeline::Pipeline& pipeline, const Request
     return slot < 0 ? 0 : nn::NonFiniteCounts::count(pending.reads[0], slot);
   };
   if (bad(pending.text_slot)) {
-    pipeline.prompt_cache().clear();  // never reuse a broken embedding
-    fail_non_finite(ctx, bad(pending.text_slot), *out.text_hidden, "the text encoder", "the prompt embedding", weights,
-                    {"text_encoder."}, non_finite);
+    // The embedding belongs to the prompt cache: the message reads it first, then the cache forgets it (a broken
+    // embedding is never reused). Clearing first freed the tensor the message was about to read.
+    try {
+      fail_non_finite(ctx, bad(pending.text_slot), *out.text_hidden, "the text encoder", "the prompt embedding",
+                      weights, {"text_encoder."}, non_finite);
+    } catch (...) {
+      pipeline.prompt_cache().clear();
+      throw;
+    }
   }
   const std::string unet_what = "the UNet (" + std::to_string(out.timesteps_run.size()) + " step" +
                                 (out.timesteps_run.size() == 1 ? "" : "s") + ")";
