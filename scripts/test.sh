@@ -7,8 +7,9 @@
 #                               4. the `debug` build under ASan + UBSan: every test of the engine, the CLI and the
 #                                  benchmark (the whole suite but the desktop app's, which step 5 runs)
 #                               5. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
-# CI must stay under 40 minutes on two cores: the desktop app (a third of the compile time) is built under one
-# sanitizer only, ThreadSanitizer, where its engine thread is what can go wrong.
+# CI should stay under 40 minutes on two cores (the last full run took 51, builds being two thirds of it): the
+# desktop app (a third of the compile time) is built under one sanitizer only, ThreadSanitizer, where its engine
+# thread is what can go wrong.
 #   scripts/test.sh --quick     step 1 only
 # Every step runs even when an earlier one failed; the script fails if any did, and ends with a summary.
 set -uo pipefail
