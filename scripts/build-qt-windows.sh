@@ -70,7 +70,7 @@ options=(
 compiler="$(x86_64-w64-mingw32-g++-posix --version | head -n 1)"
 key="$(printf '%s\n' "qt6-base $host_version" "$compiler" "${options[@]}" | cat - "$toolchain" | sha256sum | cut -c1-16)"
 # The patches below change a few sources only: they are part of the prefix's stamp, not of the build folder's.
-patches_id="wintab-optional-1 softwaregl-needs-opengl-1"
+patches_id="wintab-optional-1 softwaregl-needs-opengl-1 dwrite-db-needs-direct2d-1"
 
 # One build at a time: a second run (another terminal, the installer test) waits for the first, then finds the
 # prefix current.
@@ -124,6 +124,16 @@ if ! grep -q 'QT_CONFIG(dynamicgl) && QT_CONFIG(opengl)' "$plugin/qwindowswindow
 fi
 grep -q 'QT_CONFIG(dynamicgl) && QT_CONFIG(opengl)' "$plugin/qwindowswindow.cpp" || {
   echo "build-qt-windows: could not patch isSoftwareGl() in $plugin/qwindowswindow.cpp (Qt's sources changed?)" >&2
+  exit 1
+}
+# QtGui builds its DirectWrite font database (the opt-in `-platform windows:fontengine=directwrite`) only with
+# Direct2D, which is off here, but the plugin refers to it whenever `directwrite3` is on: the option is compiled
+# only where the class exists. The default font database (GDI enumeration, DirectWrite rendering) is unchanged.
+if ! grep -q 'QT_CONFIG(directwrite3) && QT_CONFIG(direct2d)' "$plugin/qwindowsintegration.cpp"; then
+  sed -i 's|^#if QT_CONFIG(directwrite3)$|#if QT_CONFIG(directwrite3) \&\& QT_CONFIG(direct2d)|' "$plugin/qwindowsintegration.cpp"
+fi
+grep -q 'QT_CONFIG(directwrite3) && QT_CONFIG(direct2d)' "$plugin/qwindowsintegration.cpp" || {
+  echo "build-qt-windows: could not patch the DirectWrite font database in $plugin (Qt's sources changed?)" >&2
   exit 1
 }
 grep -q 'AND EXISTS "${QtBase_SOURCE_DIR}/src/3rdparty/wintab/wintab.h"' "$plugin/CMakeLists.txt" ||
