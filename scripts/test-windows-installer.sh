@@ -404,6 +404,9 @@ close_app() {  # close_app NAME: closes the window as a user would (WM_CLOSE), t
 app_prompt="a lighthouse on a cliff at dusk, Zoë's café, 灯台"
 gallery_unix="$WINEPREFIX/drive_c/Galerie Zoë/画廊 🌃"
 gallery_win='C:\Galerie Zoë\画廊 🌃'
+# The folder above exists, as when a user names a new gallery inside a folder of theirs: the app makes only the
+# last folder of a chosen gallery (a whole missing path is what a removed drive looks like; ui/gallery_files.cpp).
+mkdir -p "$(dirname "$gallery_unix")"
 WINEDEBUG=-all wine "$app_win" --model random:tiny --prompt "$app_prompt" --generate --gallery "$gallery_win" \
   >"$work/app-generate.log" 2>&1 &
 app_pid=$!
