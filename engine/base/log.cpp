@@ -19,6 +19,9 @@ std::shared_ptr<spdlog::logger> get(const std::string& name) {
   auto default_logger = spdlog::default_logger();
   if (default_logger && !default_logger->sinks().empty() && default_logger->name() != "") {
     logger = std::make_shared<spdlog::logger>(name, default_logger->sinks().begin(), default_logger->sinks().end());
+    // register_logger() does not apply spdlog::flush_on(): the front end's choice (the app flushes its log file on
+    // warnings) is copied with the sinks, or a warning would reach the file only when the process ends.
+    logger->flush_on(default_logger->flush_level());
   } else {
     logger = std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   }
