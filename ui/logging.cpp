@@ -126,6 +126,9 @@ std::shared_ptr<spdlog::logger> ui_log() {
   auto base = spdlog::default_logger();
   auto logger = std::make_shared<spdlog::logger>("ui", base->sinks().begin(), base->sinks().end());
   logger->set_level(spdlog::level::info);
+  // register_logger() does not apply spdlog::flush_on(): made after the setup, this logger would write the app's own
+  // errors to the file only at exit. It flushes when the default logger does (warnings and above, once set up).
+  logger->flush_on(base->flush_level());
   spdlog::register_logger(logger);
   return logger;
 }

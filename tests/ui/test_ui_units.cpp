@@ -2,6 +2,7 @@
 // parser and the timings JSON, the decoder comparison numbers, gallery file saving (unique names, atomic writes,
 // errors that leave nothing behind) and the log file in a folder whose name is not ASCII.
 #include <spdlog/logger.h>
+#include <spdlog/spdlog.h>
 
 #include <QDir>
 #include <QFile>
@@ -191,6 +192,24 @@ class UiUnits : public QObject {
       refused = true;
     }
     QVERIFY(refused);
+  }
+
+  // The app's own errors ("opening the model failed", "saving to the gallery failed") go through the "ui" logger,
+  // which is made on first use, after the log's setup: they must reach the file at once (flushed on warnings, as
+  // the setup chose), not when the process ends, so that someone reading the log beside a running app sees them.
+  void a_ui_error_logged_after_the_setup_is_in_the_file_at_once() {
+    QTemporaryDir dir;
+    const auto previous = spdlog::default_logger();
+    spdlog::drop("ui");
+    const QString file = install_log_sinks(dir.filePath(QStringLiteral("logs")));
+    QVERIFY(!file.isEmpty());
+    ui_log()->error("saving to the gallery failed: a test's line");
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray text = f.readAll();
+    spdlog::drop("ui");
+    spdlog::set_default_logger(previous);  // the temporary folder goes; later tests log where they did before
+    QVERIFY2(text.contains("saving to the gallery failed: a test's line"), text.constData());
   }
 
   void parameters_come_from_the_engines_json_chunk() {
