@@ -97,7 +97,9 @@ TEST(SelfCheck, PassesOnTheTestDeviceForEveryStageAndPath) {
     stages.insert(c.stage);
     paths.insert(c.path);
     // Correct devices stay far inside the tolerances (their reason, in self_check.cpp: about 100 times this).
-    if (c.tolerance > 0) EXPECT_LT(c.relative(), c.tolerance / 10) << c.stage << ": " << c.name << " (" << c.path << ")";
+    if (c.tolerance > 0) {
+      EXPECT_LT(c.relative(), c.tolerance / 10) << c.stage << ": " << c.name << " (" << c.path << ")";
+    }
   }
   EXPECT_EQ(stages, (std::set<std::string>{"text encoder", "unet", "vae decode", "taesd decode", "read-back"}));
   EXPECT_TRUE(paths.count("fp16 weights") && paths.count("fp32 weights") && paths.count("every path"));
@@ -162,7 +164,9 @@ TEST(SelfCheck, AWrongFp16OrTensorCoreKernelNamesTheSafePath) {
     EXPECT_EQ(report.first_failure()->stage, "text encoder");
     bool fp16_failed = false;
     for (const auto& c : report.cases) {
-      if (c.path == "fp32 weights") EXPECT_TRUE(c.passed) << c.name;
+      if (c.path == "fp32 weights") {
+        EXPECT_TRUE(c.passed) << c.name;
+      }
       if (c.path == "fp16 weights" && !c.passed) fp16_failed = true;
     }
     EXPECT_TRUE(fp16_failed) << report.verdict();
