@@ -94,14 +94,11 @@ __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_pa
   }
 }
 
-// Merges the P chunk statistics of each group into (mean, 1 / sqrt(var + eps)). Two passes over the partials
-// (mean of the means relative to the first one, then M2 = sum of M2_p + n_p (mean_p - mean)^2), so the mean is
-// rounded once rather than once per merge.   partials: [G, P, 3] -> stats: [G, 2]. global (G).
-__kernel void group_norm_finalize(__global const float* restrict partials, const int G, const int P, const float eps,
-                                  __global float* restrict stats) {
-  const int g = get_global_id(0);
-  if (g >= G) return;
-  __global const float* part = partials + g * P * 3;
+// Merges the P chunk statistics of one group (part: [P, 3]) into its mean and 1 / sqrt(var + eps). Two passes over
+// the partials (mean of the means relative to the first one, then M2 = sum of M2_p + n_p (mean_p - mean)^2), so the
+// mean is rounded once rather than once per merge. Both kernels below merge through it, so a group's statistics are
+// the same bits whichever of them computes them.
+inline float2 group_norm_merge(__global const float* restrict part, const int P, const float eps) {
   const float base = part[1];
   float n = 0.0f, offset = 0.0f;
   for (int p = 0; p < P; ++p) {
@@ -114,36 +111,32 @@ __kernel void group_norm_finalize(__global const float* restrict partials, const
     const float d = part[3 * p + 1] - mean;
     m2 += part[3 * p + 2] + part[3 * p] * d * d;
   }
-  stats[2 * g] = mean;
-  stats[2 * g + 1] = 1.0f / sqrt(m2 / n + eps);
+  return (float2)(mean, 1.0f / sqrt(m2 / n + eps));
+}
+
+// (mean, 1 / sqrt(var + eps)) of every group.   partials: [G, P, 3] -> stats: [G, 2]. global (G).
+__kernel void group_norm_finalize(__global const float* restrict partials, const int G, const int P, const float eps,
+                                  __global float* restrict stats) {
+  const int g = get_global_id(0);
+  if (g >= G) return;
+  const float2 stat = group_norm_merge(partials + g * P * 3, P, eps);
+  stats[2 * g] = stat.x;
+  stats[2 * g + 1] = stat.y;
 }
 
 // The per-channel affine form of the group norm, for a convolution to apply while it gathers x:
 // GN(x)[c] = x * scale[c] + shift[c] with scale = gamma[c] * rstd, shift = beta[c] - mean * scale (one rounding,
-// fma). The group's statistics are merged as in group_norm_finalize (every channel of a group merges the same
-// partials in the same order, so they agree bit for bit).   partials: [G, P, 3] -> affine: [C, 2]. global (C).
+// fma), with the group's statistics from group_norm_merge.   partials: [G, P, 3] -> affine: [C, 2]. global (C).
 __kernel void group_norm_affine(__global const float* restrict partials, const int C, const int G, const int P,
                                 const float eps, __global const GAMMA_T* restrict gamma,
                                 __global const BETA_T* restrict beta, __global float* restrict affine) {
   const int c = get_global_id(0);
   if (c >= C) return;
   const int g = c / (C / G);
-  __global const float* part = partials + g * P * 3;
-  const float base = part[1];
-  float n = 0.0f, offset = 0.0f;
-  for (int p = 0; p < P; ++p) {
-    n += part[3 * p];
-    offset += part[3 * p] * (part[3 * p + 1] - base);
-  }
-  const float mean = base + offset / n;
-  float m2 = 0.0f;
-  for (int p = 0; p < P; ++p) {
-    const float d = part[3 * p + 1] - mean;
-    m2 += part[3 * p + 2] + part[3 * p] * d * d;
-  }
-  const float scale = LOAD_GAMMA(gamma, c) * (1.0f / sqrt(m2 / n + eps));
+  const float2 stat = group_norm_merge(partials + g * P * 3, P, eps);  // every channel of the group: the same bits
+  const float scale = LOAD_GAMMA(gamma, c) * stat.y;
   affine[2 * c] = scale;
-  affine[2 * c + 1] = fma(-mean, scale, LOAD_BETA(beta, c));
+  affine[2 * c + 1] = fma(-stat.x, scale, LOAD_BETA(beta, c));
 }
 
 // y = x * affine[c].scale + affine[c].shift, then SiLU if silu.   x, y: [C, S]; affine: [C, 2].
