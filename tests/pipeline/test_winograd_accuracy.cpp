@@ -67,58 +67,55 @@ void expect_within_levels(const Image& winograd, const Image& direct, const char
   EXPECT_LE(d.max_abs, kLevels) << what;
 }
 
-TEST(WinogradAccuracy, EveryLayerAsWinogradMeetsTheFp32FixtureBounds) {
+struct Bounds {
+  double latents_rel;  // relative L2 of the final latents
+  double image_max;    // max |d| of the decoded images, in [0, 1]
+};
+
+// case0 through `winograd`: its latents and both decoded images against diffusers within `bounds`, and its RGB8
+// images within kLevels of `direct`'s. Returns the Winograd engine's result.
+Result expect_case0_close(Engine& winograd, Engine& direct, const char* label, Bounds bounds) {
   const FixtureRefs& refs = FixtureRefs::get();
-  Engine winograd(with_winograd(WeightStorage::F32, WinogradUse::On));
-  Engine direct(with_winograd(WeightStorage::F32, WinogradUse::Off));
-  EXPECT_GT(winograd.kernel_paths().winograd_layers, 20) << "the UNet, VAE and TAESD layers should all be Winograd";
-  EXPECT_EQ(direct.kernel_paths().winograd_layers, 0);
   const nlohmann::json c = refs.find_case("case0");
   const Request request = fixture_request(c, Decoder::Both);
   pipeline::DeviceOutputs out = winograd.impl().pipeline().run(request);
   cl::Context& ctx = winograd.impl().context();
-  std::printf("  every 3x3 stride-1 layer as Winograd F(4x4), fp32 weights, against diffusers:\n");
-  const Diff dl =
-      report("case0 latents_final (winograd)", nn::download(ctx, out.latents), refs.tensor("case0_latents_final"));
-  const Diff dv = report("case0 image_vae (winograd)", float_image(winograd, out.image_vae, 0.5f, 0.5f),
+  std::printf("  every 3x3 stride-1 layer as Winograd, %s, against diffusers:\n", label);
+  const std::string tag = std::string(" (winograd, ") + label + ")";
+  const Diff dl = report("case0 latents_final" + tag, nn::download(ctx, out.latents),
+                         refs.tensor("case0_latents_final"));
+  const Diff dv = report("case0 image_vae" + tag, float_image(winograd, out.image_vae, 0.5f, 0.5f),
                          refs.tensor("case0_image_vae"));
-  const Diff dq = report("case0 image_taesd (winograd)", float_image(winograd, out.image_taesd, 1.0f, 0.0f),
+  const Diff dq = report("case0 image_taesd" + tag, float_image(winograd, out.image_taesd, 1.0f, 0.0f),
                          refs.tensor("case0_image_taesd"));
-  EXPECT_LE(dl.rel_l2, kRel);
-  EXPECT_LE(dv.max_abs, kImageMaxDiff);
-  EXPECT_LE(dq.max_abs, kImageMaxDiff);
+  EXPECT_LE(dl.rel_l2, bounds.latents_rel) << label;
+  EXPECT_LE(dv.max_abs, bounds.image_max) << label;
+  EXPECT_LE(dq.max_abs, bounds.image_max) << label;
   const Result a = winograd.generate(request), b = direct.generate(request);
-  expect_within_levels(a.image, b.image, "case0 VAE image: winograd vs direct");
-  expect_within_levels(a.image_tiny, b.image_tiny, "case0 TAESD image: winograd vs direct");
+  expect_within_levels(a.image, b.image, ("case0 VAE image, winograd vs direct, " + std::string(label)).c_str());
+  expect_within_levels(a.image_tiny, b.image_tiny,
+                       ("case0 TAESD image, winograd vs direct, " + std::string(label)).c_str());
+  return a;
+}
+
+TEST(WinogradAccuracy, EveryLayerAsWinogradMeetsTheFp32FixtureBounds) {
+  Engine winograd(with_winograd(WeightStorage::F32, WinogradUse::On));
+  Engine direct(with_winograd(WeightStorage::F32, WinogradUse::Off));
+  EXPECT_GT(winograd.kernel_paths().winograd_layers, 20) << "the UNet, VAE and TAESD layers should all be Winograd";
+  EXPECT_EQ(direct.kernel_paths().winograd_layers, 0);
+  const Result a = expect_case0_close(winograd, direct, "F(4x4), fp32 weights", {kRel, kImageMaxDiff});
   expect_reproduces_png(a.image, "case0_vae.png");
 }
 
 TEST(WinogradAccuracy, EveryLayerAsWinogradWithFp16WeightsStaysCloseToFp32) {
   // fp16 weights on gemm.cl (not the tensor cores, whose fp16 activations have their own bounds).
-  const FixtureRefs& refs = FixtureRefs::get();
   const PortableFromLoad portable;
   Engine winograd(with_winograd(WeightStorage::F16, WinogradUse::On));
   Engine direct(with_winograd(WeightStorage::F16, WinogradUse::Off));
   for (Engine* e : {&winograd, &direct})
     e->impl().context().set_tuning_overrides({.tensor_cores = cl::TensorCores::Off});
   EXPECT_GT(winograd.kernel_paths().winograd_layers, 20);
-  const nlohmann::json c = refs.find_case("case0");
-  const Request request = fixture_request(c, Decoder::Both);
-  pipeline::DeviceOutputs out = winograd.impl().pipeline().run(request);
-  cl::Context& ctx = winograd.impl().context();
-  std::printf("  every 3x3 stride-1 layer as Winograd F(2x2), fp16 weights, against diffusers:\n");
-  const Diff dl =
-      report("case0 latents_final (winograd f16)", nn::download(ctx, out.latents), refs.tensor("case0_latents_final"));
-  const Diff dv = report("case0 image_vae (winograd f16)", float_image(winograd, out.image_vae, 0.5f, 0.5f),
-                         refs.tensor("case0_image_vae"));
-  const Diff dq = report("case0 image_taesd (winograd f16)", float_image(winograd, out.image_taesd, 1.0f, 0.0f),
-                         refs.tensor("case0_image_taesd"));
-  EXPECT_LE(dl.rel_l2, kFp16LatentsRel);
-  EXPECT_LE(dv.max_abs, kFp16ImageMax);
-  EXPECT_LE(dq.max_abs, kFp16ImageMax);
-  const Result a = winograd.generate(request), b = direct.generate(request);
-  expect_within_levels(a.image, b.image, "case0 VAE image f16: winograd vs direct");
-  expect_within_levels(a.image_tiny, b.image_tiny, "case0 TAESD image f16: winograd vs direct");
+  expect_case0_close(winograd, direct, "F(2x2), fp16 weights", {kFp16LatentsRel, kFp16ImageMax});
 }
 
 TEST(WinogradAccuracy, DISABLED_SdTurboAt512StaysWithinThreeLevelsOfDirect) {
