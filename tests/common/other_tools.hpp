@@ -8,6 +8,7 @@
 // write through PIL's PngInfo.add_text), to make "their" files without their code.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -220,6 +221,45 @@ inline std::vector<std::pair<std::string, std::string>> png_text_chunks(const st
     at += 12 + length;
   }
   return out;
+}
+
+// ---- What both read: the check the PNG tests share -------------------------------------------------------------
+
+// The settings a one-image run writes, as A1111's parser and ComfyUI's import must read them back.
+struct ReadBack {
+  std::string prompt;
+  std::uint64_t seed = 0;
+  int width = 0, height = 0, steps = 0;
+  bool taesd = false;  // "VAE Decoder: TAESD"
+};
+
+// `infotext` parses with A1111's rules and imports into ComfyUI to `want`, with Euler at CFG scale 1.
+inline void expect_a1111_and_comfyui_read(const std::string& infotext, const ReadBack& want) {
+  const auto a1111 = a1111_parse(infotext);
+  const auto field = [&](const char* key) { return a1111.count(key) ? a1111.at(key) : "(missing)"; };
+  EXPECT_EQ(field("Prompt"), want.prompt) << infotext;
+  EXPECT_EQ(field("Negative prompt"), "") << infotext;
+  EXPECT_EQ(field("Seed"), std::to_string(want.seed)) << infotext;
+  EXPECT_EQ(field("Size-1"), std::to_string(want.width)) << infotext;
+  EXPECT_EQ(field("Size-2"), std::to_string(want.height)) << infotext;
+  EXPECT_EQ(field("Steps"), std::to_string(want.steps)) << infotext;
+  EXPECT_EQ(field("Sampler"), "Euler") << infotext;
+  EXPECT_EQ(field("CFG scale"), "1") << infotext;
+  if (want.taesd)
+    EXPECT_EQ(field("VAE Decoder"), "TAESD") << infotext;
+  else
+    EXPECT_EQ(a1111.count("VAE Decoder"), 0u) << infotext;
+
+  const ComfyImport comfy = comfy_import_a1111(infotext);
+  ASSERT_TRUE(comfy.imported) << infotext;
+  EXPECT_EQ(comfy.positive, want.prompt);
+  EXPECT_EQ(comfy.negative, "");
+  EXPECT_EQ(comfy.seed, static_cast<double>(want.seed));
+  EXPECT_EQ(comfy.width, want.width);
+  EXPECT_EQ(comfy.height, want.height);
+  EXPECT_EQ(comfy.steps, want.steps);
+  EXPECT_EQ(comfy.sampler_name, "euler");
+  EXPECT_EQ(comfy.cfg, 1.0);
 }
 
 }  // namespace sdt::test

@@ -52,25 +52,8 @@ TEST(PngParameters, TheSavedPngParsesTheSameWithA1111sAndComfyUisRules) {
     ASSERT_EQ(texts[0].key, "parameters");
     const std::string& infotext = texts[0].value;
 
-    const auto a1111 = a1111_parse(infotext);
-    EXPECT_EQ(a1111.at("Prompt"), prompt);
-    EXPECT_EQ(a1111.at("Seed"), "3000000001");
-    EXPECT_EQ(a1111.at("Size-1"), "64");
-    EXPECT_EQ(a1111.at("Size-2"), "128");
-    EXPECT_EQ(a1111.at("Steps"), "2");
-    EXPECT_EQ(a1111.at("Sampler"), "Euler");
-    EXPECT_EQ(a1111.at("CFG scale"), "1");
-    EXPECT_EQ(a1111.at("VAE Decoder"), "TAESD");
-
-    const ComfyImport comfy = comfy_import_a1111(infotext);
-    ASSERT_TRUE(comfy.imported) << infotext;
-    EXPECT_EQ(comfy.positive, prompt);
-    EXPECT_EQ(comfy.seed, 3000000001.0);
-    EXPECT_EQ(comfy.width, 64);
-    EXPECT_EQ(comfy.height, 128);
-    EXPECT_EQ(comfy.steps, 2);
-    EXPECT_EQ(comfy.sampler_name, "euler");
-    EXPECT_EQ(comfy.cfg, 1.0);
+    expect_a1111_and_comfyui_read(infotext, {.prompt = prompt, .seed = 3000000001ull, .width = 64, .height = 128,
+                                             .steps = 2, .taesd = true});
 
     const PngParameters ours = parse_png_metadata(texts);
     EXPECT_TRUE(ours.has_sdturbo_json);
