@@ -16,17 +16,13 @@ set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
-export SDT_FIXTURES="$bundle/fixtures"
 
-# NVIDIA's ICD file is missing on some images.
-if [ ! -e /etc/OpenCL/vendors/nvidia.icd ] && ldconfig -p | grep -q libnvidia-opencl.so.1; then
-  mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd
-fi
+source "$(dirname "$0")/device-gpu.sh"
+device_gpu_setup "$bundle"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$out/nvidia-smi.txt" 2>&1
 "$bundle/bin/sdturbo-cli" --list-devices | tee "$out/devices.txt"
-gpu=$(grep -m1 -i nvidia "$out/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/')
-gpu=${gpu:-0}
+gpu=$(device_gpu_index "$out/devices.txt")
+gpu=${gpu:-0}  # no GPU: the first device, so that the script still runs through (on PoCL)
 
 bench=$bundle/bin/sdturbo-bench
 peer_json=""

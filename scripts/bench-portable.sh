@@ -15,18 +15,15 @@ set -uo pipefail
 out=${1:?usage: scripts/bench-portable.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
-export SDT_FIXTURES="$bundle/fixtures"
-if [ ! -e /etc/OpenCL/vendors/nvidia.icd ] && ldconfig -p | grep -q libnvidia-opencl.so.1; then
-  mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd
-fi
+source "$(dirname "$0")/device-gpu.sh"
+device_gpu_setup "$bundle"
 log=$out/portable-log.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$log" 2>&1
 "$bundle/bin/sdturbo-cli" --list-devices >"$out/devices.txt" 2>&1
 cat "$out/devices.txt" >>"$log"
 # The GPU's index in sdturbo-cli's list ("[1] NVIDIA H200 (GPU, …"); SDT_BENCH_DEVICE overrides. Nothing runs on
 # another device by mistake: without a GPU the script stops here (PoCL on the host CPU is listed too).
-gpu=${SDT_BENCH_DEVICE:-$(grep -E '^\[[0-9]+\] .*\(GPU,' "$out/devices.txt" | head -n1 | sed -E 's/^\[([0-9]+)\].*/\1/')}
+gpu=$(device_gpu_index "$out/devices.txt")
 rm -f "$out/devices.txt"
 if [ -z "$gpu" ] || ! grep -qE "^\[$gpu\] .*\(GPU," "$log"; then
   echo "no OpenCL GPU found (see $log); nothing measured"

@@ -37,7 +37,7 @@ done | sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 src="$fixtures/sd-turbo-tiny"
 cp -r "$src/model" "$src/taesd" "$src/refs.json" "$src/refs.safetensors" "$bundle/fixtures/sd-turbo-tiny/"
 cp "$src"/*.png "$bundle/fixtures/sd-turbo-tiny/"
-cp scripts/bench-device.sh scripts/bench-portable.sh scripts/torch_peer.py "$bundle/"
+cp scripts/bench-device.sh scripts/bench-portable.sh scripts/device-gpu.sh scripts/torch_peer.py "$bundle/"
 if [ -n "${SDT_DIFFUSERS_SRC:-}" ]; then
   tar -czf "$bundle/diffusers-src.tar.gz" -C "$SDT_DIFFUSERS_SRC" src/diffusers
 fi
