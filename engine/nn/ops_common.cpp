@@ -53,11 +53,7 @@ std::string half_define(const char* macro, const Tensor* t) {
 }
 
 std::size_t kernel_work_group_limit(cl::Context& ctx, cl_kernel kernel) {
-  if (ctx.planning()) return ctx.info().max_work_group_size;  // a stand-in kernel (see Context::begin_planning)
-  std::size_t size = 0;
-  cl::check(clGetKernelWorkGroupInfo(kernel, ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof size, &size, nullptr),
-            "clGetKernelWorkGroupInfo", "CL_KERNEL_WORK_GROUP_SIZE");
-  return size;
+  return ctx.work_group_limit(kernel);
 }
 
 namespace {

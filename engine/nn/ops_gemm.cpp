@@ -124,9 +124,12 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
   const cl::Range local(config.threads(), 1, 1);
-  // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row.
-  const std::string reduce_options = ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
-                                     " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
+  // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row (its options
+  // made only where a reduction runs).
+  const std::string reduce_options = splits > 1 && !features.fused_splitk
+                                         ? ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
+                                               " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0")
+                                         : std::string();
   launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, features.fused_splitk);
   return true;
 }

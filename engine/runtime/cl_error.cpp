@@ -192,9 +192,12 @@ cl_int inject(cl_int status, const char* call) {
 
 void check(cl_int status, const char* call, std::string_view context) {
   status = inject(status, call);
-  if (status == CL_SUCCESS) return;
+  if (status != CL_SUCCESS) fail_call(status, call, context);
+}
+
+void fail_call(cl_int status, const char* call, std::string_view context) {
   std::string message = std::string(call) + " failed with " + error_name(status);
-  if (status != CL_SUCCESS && std::string_view(error_name(status)) == "unknown OpenCL error")
+  if (std::string_view(error_name(status)) == "unknown OpenCL error")
     message += " (" + std::to_string(status) + ")";
   if (!context.empty()) message += " while " + std::string(context);
   const bool oom = status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||

@@ -20,8 +20,19 @@ const char* error_hint(cl_int status);
 // `call` is the OpenCL function name; `context` says what we were doing (a kernel name, a buffer size).
 void check(cl_int status, const char* call, std::string_view context = {});
 
+// The throwing half of check(): `status` (not CL_SUCCESS) as sdt::Error, with no fault injection.
+[[noreturn]] void fail_call(cl_int status, const char* call, std::string_view context);
+
 // Returns the injected status for `call` if a fault is armed for it, else `status`.
 cl_int inject(cl_int status, const char* call);
+
+// check() where every launch passes, setting its arguments and enqueueing (tens of thousands of calls an image): the
+// context's text is made by `context()` only when the call failed, not as a string on every call.
+template <typename MakeContext>
+void check_lazily(cl_int status, const char* call, const MakeContext& context) {
+  status = inject(status, call);
+  if (status != CL_SUCCESS) fail_call(status, call, context());
+}
 
 // Test-only fault injection. `call` is an OpenCL function name ("clEnqueueNDRangeKernel") or "*" for any (not
 // kHangFault, which is armed only by its name);

@@ -380,6 +380,16 @@ cl_kernel Context::kernel(std::string_view program, std::string_view name, const
   return raw;
 }
 
+std::size_t Context::work_group_limit(cl_kernel kernel) {
+  if (planning_) return device_.info.max_work_group_size;  // a stand-in kernel (see begin_planning)
+  if (auto it = work_group_limits_.find(kernel); it != work_group_limits_.end()) return it->second;
+  std::size_t size = 0;
+  check(clGetKernelWorkGroupInfo(kernel, device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof size, &size, nullptr),
+        "clGetKernelWorkGroupInfo", "CL_KERNEL_WORK_GROUP_SIZE of " + kernel_name(kernel));
+  work_group_limits_.emplace(kernel, size);
+  return size;
+}
+
 std::string Context::kernel_name(cl_kernel kernel) const {
   auto it = kernel_names_.find(kernel);
   return it == kernel_names_.end() ? std::string("kernel") : "kernel " + it->second;
@@ -387,15 +397,17 @@ std::string Context::kernel_name(cl_kernel kernel) const {
 
 void Context::set_arg(cl_kernel kernel, cl_uint index, const Buffer& buffer) {
   cl_mem mem = buffer.get();
-  check(clSetKernelArg(kernel, index, sizeof(cl_mem), &mem), "clSetKernelArg", kernel_name(kernel));
+  set_arg(kernel, index, mem);
 }
 
 void Context::set_arg(cl_kernel kernel, cl_uint index, cl_mem mem) {
-  check(clSetKernelArg(kernel, index, sizeof(cl_mem), &mem), "clSetKernelArg", kernel_name(kernel));
+  check_lazily(clSetKernelArg(kernel, index, sizeof(cl_mem), &mem), "clSetKernelArg",
+               [&] { return kernel_name(kernel); });
 }
 
 void Context::set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local) {
-  check(clSetKernelArg(kernel, index, local.bytes, nullptr), "clSetKernelArg", kernel_name(kernel));
+  check_lazily(clSetKernelArg(kernel, index, local.bytes, nullptr), "clSetKernelArg",
+               [&] { return kernel_name(kernel); });
 }
 
 void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local) {
@@ -409,13 +421,15 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
     auto it = kernel_names_.find(kernel);
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event)});
   }
-  check(status, "clEnqueueNDRangeKernel", kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_));
+  check_lazily(status, "clEnqueueNDRangeKernel",
+               [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
   // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
   // leave the device idle while the host enqueues the first hundreds of launches of a generation.
   constexpr int kFlushEvery = 32;
   if (++unflushed_ >= kFlushEvery) {
     unflushed_ = 0;
-    check(clFlush(queue_.get()), "clFlush", "after " + std::to_string(kFlushEvery) + " launches");
+    check_lazily(clFlush(queue_.get()), "clFlush",
+                 [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
   }
 }
 

@@ -154,6 +154,8 @@ class Context {
   // Kernel `name` from program kernels/<program>.cl built with `options` (appended to the device defines).
   // Programs and kernels are cached in memory; program binaries on disk.
   cl_kernel kernel(std::string_view program, std::string_view name, const std::string& options = {});
+  // CL_KERNEL_WORK_GROUP_SIZE of a kernel from kernel(), asked of the driver once (launches ask it every time).
+  std::size_t work_group_limit(cl_kernel kernel);
   ProgramCache& programs() { return *programs_; }
   // "-D..." options describing this device (vendor, capabilities) prepended to every build.
   const std::string& device_defines() const { return device_defines_; }
@@ -211,7 +213,8 @@ class Context {
   template <typename T>
   requires std::is_arithmetic_v<T>
   void set_arg(cl_kernel kernel, cl_uint index, const T& value) {
-    check(clSetKernelArg(kernel, index, sizeof(T), &value), "clSetKernelArg", kernel_name(kernel));
+    check_lazily(clSetKernelArg(kernel, index, sizeof(T), &value), "clSetKernelArg",
+                 [&] { return kernel_name(kernel); });
   }
   void set_arg(cl_kernel kernel, cl_uint index, cl_mem mem);
   std::string kernel_name(cl_kernel kernel) const;
@@ -227,6 +230,7 @@ class Context {
   std::unique_ptr<ProgramCache> programs_;
   std::unordered_map<std::string, KernelHandle> kernels_;
   std::unordered_map<cl_kernel, std::string> kernel_names_;
+  std::unordered_map<cl_kernel, std::size_t> work_group_limits_;
   std::shared_ptr<PoolState> pool_;
   MemHandle counters_;
   std::size_t counters_count_ = 0;

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
-#include <sstream>
 #include <vector>
 
 #include "base/log.hpp"
@@ -89,11 +88,10 @@ std::optional<Config> config_from_env(const char* name, const char* fields, cons
 
 // ---- configurations ---------------------------------------------------------------------------------------
 
+// The defines are made on every launch (string concatenation: an ostringstream costs microseconds each time).
 std::string GemmConfig::defines() const {
-  std::ostringstream s;
-  s << "-DGEMM_TM=" << tm << " -DGEMM_TN=" << tn << " -DGEMM_TK=" << tk << " -DGEMM_WM=" << wm << " -DGEMM_WN=" << wn
-    << " -DGEMM_VW=" << vw;
-  return s.str();
+  return "-DGEMM_TM=" + std::to_string(tm) + " -DGEMM_TN=" + std::to_string(tn) + " -DGEMM_TK=" + std::to_string(tk) +
+         " -DGEMM_WM=" + std::to_string(wm) + " -DGEMM_WN=" + std::to_string(wn) + " -DGEMM_VW=" + std::to_string(vw);
 }
 
 bool GemmConfig::valid() const {
@@ -108,9 +106,8 @@ bool GemmConfig::valid() const {
 }
 
 std::string TcConfig::defines() const {
-  std::ostringstream s;
-  s << "-DTC_TM=" << tm << " -DTC_TN=" << tn << " -DTC_WARPS_M=" << warps_m << " -DTC_WARPS_N=" << warps_n;
-  return s.str();
+  return "-DTC_TM=" + std::to_string(tm) + " -DTC_TN=" + std::to_string(tn) + " -DTC_WARPS_M=" + std::to_string(warps_m) +
+         " -DTC_WARPS_N=" + std::to_string(warps_n);
 }
 
 bool TcConfig::valid() const {
@@ -131,10 +128,9 @@ std::size_t AttentionConfig::local_bytes() const {
 }
 
 std::string AttentionConfig::defines(int head_dim) const {
-  std::ostringstream s;
-  s << "-DHEAD_DIM=" << head_dim << " -DATT_BQ=" << bq << " -DATT_BK=" << bk << " -DATT_DC=" << dc << " -DATT_SQ=" << sq
-    << " -DATT_SK=" << sk << " -DATT_OQ=" << oq << " -DATT_OD=" << od;
-  return s.str();
+  return "-DHEAD_DIM=" + std::to_string(head_dim) + " -DATT_BQ=" + std::to_string(bq) + " -DATT_BK=" + std::to_string(bk) +
+         " -DATT_DC=" + std::to_string(dc) + " -DATT_SQ=" + std::to_string(sq) + " -DATT_SK=" + std::to_string(sk) +
+         " -DATT_OQ=" + std::to_string(oq) + " -DATT_OD=" + std::to_string(od);
 }
 
 bool AttentionConfig::valid() const {
@@ -153,9 +149,8 @@ std::size_t AttentionTcConfig::local_bytes(int head_dim, bool emulated) const {
 }
 
 std::string AttentionTcConfig::defines(int head_dim) const {
-  std::ostringstream s;
-  s << "-DHEAD_DIM=" << head_dim << " -DATT_TC_WARPS=" << warps << " -DATT_TC_BK=" << bk;
-  return s.str();
+  return "-DHEAD_DIM=" + std::to_string(head_dim) + " -DATT_TC_WARPS=" + std::to_string(warps) +
+         " -DATT_TC_BK=" + std::to_string(bk);
 }
 
 bool AttentionTcConfig::valid() const {

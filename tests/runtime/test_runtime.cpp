@@ -197,6 +197,38 @@ TEST(Profiling, RecordsKernelEventsWithStageLabels) {
   EXPECT_GE(timings[0].duration_ms, 0.0);
 }
 
+// Setting an argument is checked without making its message on every call (launches set tens of thousands an
+// image); a failure still names the call, the kernel and the code.
+TEST(FaultInjection, AFailedKernelArgumentNamesTheCallAndTheKernel) {
+  auto ctx = test::make_context();
+  cl::arm_fault("clSetKernelArg", CL_INVALID_ARG_SIZE, 1);  // the second argument
+  auto buf = ctx->buffer(64 * sizeof(float));
+  try {
+    ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(64), cl::Range(), 64, 1.f, buf);
+    FAIL() << "the injected fault did not fire";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_NE(e.message().find("clSetKernelArg failed with CL_INVALID_ARG_SIZE"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("fill_f32"), std::string::npos) << e.message();
+  }
+  cl::disarm_faults();
+  EXPECT_NO_THROW(ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(64), cl::Range(), 64, 1.f, buf));
+  ctx->finish();
+}
+
+// The work-group limit a launch asks for is the driver's, asked once per kernel.
+TEST(Context, WorkGroupLimitIsTheDriversForEachKernel) {
+  auto ctx = test::make_context();
+  for (const char* name : {"fill_f32", "saxpy"}) {
+    cl_kernel k = ctx->kernel("smoke", name);
+    std::size_t driver = 0;
+    ASSERT_EQ(clGetKernelWorkGroupInfo(k, ctx->device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof driver, &driver, nullptr),
+              CL_SUCCESS);
+    EXPECT_EQ(ctx->work_group_limit(k), driver) << name;
+    EXPECT_EQ(ctx->work_group_limit(k), driver) << name << ", asked again";
+  }
+}
+
 TEST(FaultInjection, NextMatchingCallFailsWithTheChosenError) {
   auto ctx = test::make_context();
   cl::arm_fault("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES);
