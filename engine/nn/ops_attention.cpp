@@ -29,7 +29,7 @@ void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const T
   const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
   detail::AttentionConfig config = ctx.tuning().attention(head_dim);
   cl_kernel kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
-  if (const std::size_t limit = detail::kernel_work_group_limit(ctx, kernel);
+  if (const std::size_t limit = ctx.work_group_limit(kernel);
       limit < static_cast<std::size_t>(config.threads())) {
     config = cl::Tuning::attention_fallback(head_dim, limit);
     kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
@@ -63,7 +63,7 @@ bool attention_flash_tc(cl::Context& ctx, const Tensor& q, const Tensor& k, cons
     ctx.tuning().reject_ptx();
     return false;
   }
-  if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
+  if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
   const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq() - 1) / config.bq();
   ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
              cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, ld,
@@ -86,7 +86,7 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
   std::size_t threads = kSoftmaxThreads;
   std::string softmax_options;
   cl_kernel softmax = ctx.kernel("attention", "softmax_rows");
-  if (const std::size_t limit = detail::kernel_work_group_limit(ctx, softmax); limit < threads) {
+  if (const std::size_t limit = ctx.work_group_limit(softmax); limit < threads) {
     while (threads > limit) threads /= 2;
     softmax_options = "-DSOFTMAX_LS=" + std::to_string(threads);
     softmax = ctx.kernel("attention", "softmax_rows", softmax_options);

@@ -52,10 +52,6 @@ std::string half_define(const char* macro, const Tensor* t) {
   return std::string(" -D") + macro + (t && t->dtype == DType::F16 ? "=1" : "=0");
 }
 
-std::size_t kernel_work_group_limit(cl::Context& ctx, cl_kernel kernel) {
-  return ctx.work_group_limit(kernel);
-}
-
 namespace {
 void CL_CALLBACK free_upload(cl_event, cl_int, void* user) {
   delete static_cast<std::vector<unsigned char>*>(user);
@@ -82,7 +78,7 @@ void upload_async(cl::Context& ctx, const cl::Buffer& buffer, const void* data, 
 }
 
 std::size_t fit_local(cl::Context& ctx, cl_kernel kernel, std::size_t wanted) {
-  const std::size_t limit = std::min(wanted, kernel_work_group_limit(ctx, kernel));
+  const std::size_t limit = std::min(wanted, ctx.work_group_limit(kernel));
   std::size_t size = 1;
   while (size * 2 <= limit) size *= 2;
   return size;
@@ -100,7 +96,7 @@ namespace {
 bool ldmatrix_works(cl::Context& ctx, int mode) {
   try {
     cl_kernel kernel = ctx.kernel("tc_probe", "probe_ldmatrix", "-DSDT_PTX=1 -DLDSM_MODE=" + std::to_string(mode));
-    if (kernel_work_group_limit(ctx, kernel) < 32) return false;
+    if (ctx.work_group_limit(kernel) < 32) return false;
     const cl::Buffer out = ctx.buffer(32 * 4 * sizeof(std::uint32_t));
     ctx.launch(kernel, cl::Range(32), cl::Range(32), out);
     std::vector<std::uint32_t> got(32 * 4);

@@ -141,7 +141,7 @@ Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b) {
 void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y) {
   std::size_t tile = kTransposeTile;
   cl_kernel kernel = ctx.info().max_work_group_size >= tile * tile ? ctx.kernel(kProgram, "transpose") : nullptr;
-  if (!kernel || kernel_work_group_limit(ctx, kernel) < tile * tile) {
+  if (!kernel || ctx.work_group_limit(kernel) < tile * tile) {
     tile = 4;
     kernel = ctx.kernel(kProgram, "transpose", "-DTRANSPOSE_TILE=4");
   }

@@ -101,10 +101,10 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
-    if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) {
+    if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) {
       config = {64, 64, 2, 2};
       kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
-      if (detail::kernel_work_group_limit(ctx, kernel) < static_cast<std::size_t>(config.threads())) return false;
+      if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
     }
   } catch (const Error& e) {
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
@@ -151,7 +151,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   if (o.input_norm) variant += " -DINPUT_NORM=1";
   GemmConfig config = ctx.tuning().gemm(p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
-  if (const std::size_t limit = kernel_work_group_limit(ctx, kernel);
+  if (const std::size_t limit = ctx.work_group_limit(kernel);
       limit < static_cast<std::size_t>(config.threads())) {
     config = cl::Tuning::gemm_fallback(limit);
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);

@@ -25,8 +25,6 @@ void require_weight(const std::string& op, const char* name, const Tensor& t, co
 void require_int_indexable(const std::string& op, const Tensor& t);
 // " -DMACRO=1" for an fp16 tensor, " -DMACRO=0" otherwise (null: 0).
 std::string half_define(const char* macro, const Tensor* t);
-// The largest work-group this kernel can run with on this device (CL_KERNEL_WORK_GROUP_SIZE).
-std::size_t kernel_work_group_limit(cl::Context& ctx, cl_kernel kernel);
 // Copies `bytes` of host data into `buffer` without waiting for the queue (the copy of the data is freed when
 // the transfer completes), so small per-call inputs (token ids, the timestep embedding) do not synchronise.
 void upload_async(cl::Context& ctx, const cl::Buffer& buffer, const void* data, std::size_t bytes);
