@@ -106,8 +106,8 @@ bool GemmConfig::valid() const {
 }
 
 std::string TcConfig::defines() const {
-  return "-DTC_TM=" + std::to_string(tm) + " -DTC_TN=" + std::to_string(tn) + " -DTC_WARPS_M=" + std::to_string(warps_m) +
-         " -DTC_WARPS_N=" + std::to_string(warps_n);
+  return "-DTC_TM=" + std::to_string(tm) + " -DTC_TN=" + std::to_string(tn) +
+         " -DTC_WARPS_M=" + std::to_string(warps_m) + " -DTC_WARPS_N=" + std::to_string(warps_n);
 }
 
 bool TcConfig::valid() const {
@@ -128,9 +128,9 @@ std::size_t AttentionConfig::local_bytes() const {
 }
 
 std::string AttentionConfig::defines(int head_dim) const {
-  return "-DHEAD_DIM=" + std::to_string(head_dim) + " -DATT_BQ=" + std::to_string(bq) + " -DATT_BK=" + std::to_string(bk) +
-         " -DATT_DC=" + std::to_string(dc) + " -DATT_SQ=" + std::to_string(sq) + " -DATT_SK=" + std::to_string(sk) +
-         " -DATT_OQ=" + std::to_string(oq) + " -DATT_OD=" + std::to_string(od);
+  return "-DHEAD_DIM=" + std::to_string(head_dim) + " -DATT_BQ=" + std::to_string(bq) +
+         " -DATT_BK=" + std::to_string(bk) + " -DATT_DC=" + std::to_string(dc) + " -DATT_SQ=" + std::to_string(sq) +
+         " -DATT_SK=" + std::to_string(sk) + " -DATT_OQ=" + std::to_string(oq) + " -DATT_OD=" + std::to_string(od);
 }
 
 bool AttentionConfig::valid() const {
@@ -194,6 +194,13 @@ TuningOverrides overrides_from_environment() {
       [](const auto& v) { return AttentionConfig{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}; });
   if (const char* env = std::getenv("SDT_TENSOR_CORES"); env && std::strcmp(env, "0") == 0)
     o.tensor_cores = TensorCores::Off;
+  else if (env && std::strcmp(env, "emulated") == 0)
+    o.tensor_cores = TensorCores::Emulated;  // gemm_tc.cl's tiling without PTX, on any device (tests, debugging)
+  else if (env && *env && std::strcmp(env, "1") != 0)
+    log::get("cl")->warn(
+        "SDT_TENSOR_CORES='{}' ignored: 0 turns the tensor cores off, 'emulated' runs their "
+        "kernels' tiling without PTX",
+        env);
   return o;
 }
 
@@ -289,6 +296,10 @@ int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
 }
 
 TensorCores Tuning::tensor_core_path(bool b_half) const {
+  return tensor_cores_deferred_ ? TensorCores::Off : steady_tensor_core_path(b_half);
+}
+
+TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
   if (const auto& forced = effective_.tensor_cores)
     return *forced == TensorCores::Off || b_half ? *forced : TensorCores::Off;
   if (!b_half) return TensorCores::Off;

@@ -13,8 +13,8 @@
 //
 // Overrides (tests, tuning runs) are one struct, TuningOverrides, set per context (Context::set_tuning_overrides).
 // For experiments without a rebuild the environment can give the same (SDT_GEMM_TILE, SDT_TC_TILE, SDT_ATT_TILE,
-// SDT_TENSOR_CORES=0: see docs/KERNELS.md); overrides_from_environment() is its only reader and runs when a context
-// opens. An explicit override wins over the environment, the environment over the table.
+// SDT_TENSOR_CORES=0 or =emulated: see docs/KERNELS.md); overrides_from_environment() is its only reader and runs when
+// a context opens. An explicit override wins over the environment, the environment over the table.
 //
 // Adding a kernel family (or a new choice of an existing one):
 //  1. its tunables as #ifndef defaults in kernels/<family>.cl (shared macros go to kernels/common.cl);
@@ -199,7 +199,8 @@ struct TuningOverrides {
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
-// SDT_TENSOR_CORES=0 (every product on gemm.cl). A value that breaks its kernel's rules is ignored with a warning.
+// SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl without PTX). A value that breaks its kernel's
+// rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------
@@ -229,7 +230,14 @@ class Tuning {
   bool device_has_tensor_cores() const { return tensor_cores_; }
   // The path of a product whose weight is fp16 (b_half) or not: the override if set (never for fp32 weights); else
   // Ptx when the weight is fp16 and the device has tensor cores; else Off.
+  // While deferred (see defer_tensor_cores()), Off.
   TensorCores tensor_core_path(bool b_half) const;
+  // The path products take once the deferral ends: what load-time choices (which layers run as Winograd) follow.
+  TensorCores steady_tensor_core_path(bool b_half) const;
+  // A first start builds the tensor-core programs after the first image's portable ones: until they are ready the
+  // products run the portable kernels (pipeline/engine.cpp). Changed between generations only.
+  void defer_tensor_cores(bool deferred) { tensor_cores_deferred_ = deferred; }
+  bool tensor_cores_deferred() const { return tensor_cores_deferred_; }
   // For an M × N product of this mode: the override, else the row's big tiles for k×k convolutions and for other
   // products whose big tiles alone fill the device, the small ones otherwise and whenever M or N is 64 or less
   // (split-K adds work-groups to either).
@@ -267,6 +275,7 @@ class Tuning {
   std::size_t compute_units_;
   bool tensor_cores_;
   bool ptx_rejected_ = false;
+  bool tensor_cores_deferred_ = false;
   std::optional<int> ldmatrix_;
   TuningOverrides environment_;
   TuningOverrides explicit_;

@@ -1,8 +1,11 @@
 // Helpers shared by the tests that use a device: the OpenCL test device and contexts on it, and tuning overrides
-// for one scope; plus everything of test_files.hpp.
+// or environment variables for one scope; plus everything of test_files.hpp.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/context.hpp"
 #include "test_files.hpp"
@@ -31,6 +34,32 @@ class TuningScope {
  private:
   cl::Context& ctx_;
   cl::TuningOverrides saved_;
+};
+
+// Sets an environment variable (nullptr: unsets it) for one scope, then puts back what it was.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    set(value);
+  }
+  ~EnvScope() { set(previous_ ? previous_->c_str() : nullptr); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  void set(const char* value) {
+#ifdef _WIN32
+    _putenv_s(name_.c_str(), value ? value : "");
+#else
+    if (value)
+      setenv(name_.c_str(), value, 1);
+    else
+      unsetenv(name_.c_str());
+#endif
+  }
+  std::string name_;
+  std::optional<std::string> previous_;
 };
 
 }  // namespace sdt::test

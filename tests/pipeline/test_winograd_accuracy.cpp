@@ -32,27 +32,10 @@ std::vector<float> float_image(Engine& engine, const nn::Tensor& image, float a,
 // NVIDIA GPU with fp16 weights the layers would otherwise be loaded for the tensor cores and none as Winograd.
 class PortableFromLoad {
  public:
-  PortableFromLoad() {
-    if (const char* old = std::getenv(kName)) previous_ = old;
-    set("0");
-  }
-  ~PortableFromLoad() { set(previous_ ? previous_->c_str() : nullptr); }
-  PortableFromLoad(const PortableFromLoad&) = delete;
-  PortableFromLoad& operator=(const PortableFromLoad&) = delete;
+  PortableFromLoad() = default;
 
  private:
-  static constexpr const char* kName = "SDT_TENSOR_CORES";
-  static void set(const char* value) {
-#ifdef _WIN32
-    _putenv_s(kName, value ? value : "");
-#else
-    if (value)
-      setenv(kName, value, 1);
-    else
-      unsetenv(kName);
-#endif
-  }
-  std::optional<std::string> previous_;
+  EnvScope env_{"SDT_TENSOR_CORES", "0"};
 };
 
 EngineOptions with_winograd(WeightStorage weights, WinogradUse use) {
@@ -82,10 +65,10 @@ Result expect_case0_close(Engine& winograd, Engine& direct, const char* label, B
   cl::Context& ctx = winograd.impl().context();
   std::printf("  every 3x3 stride-1 layer as Winograd, %s, against diffusers:\n", label);
   const std::string tag = std::string(" (winograd, ") + label + ")";
-  const Diff dl = report("case0 latents_final" + tag, nn::download(ctx, out.latents),
-                         refs.tensor("case0_latents_final"));
-  const Diff dv = report("case0 image_vae" + tag, float_image(winograd, out.image_vae, 0.5f, 0.5f),
-                         refs.tensor("case0_image_vae"));
+  const Diff dl =
+      report("case0 latents_final" + tag, nn::download(ctx, out.latents), refs.tensor("case0_latents_final"));
+  const Diff dv =
+      report("case0 image_vae" + tag, float_image(winograd, out.image_vae, 0.5f, 0.5f), refs.tensor("case0_image_vae"));
   const Diff dq = report("case0 image_taesd" + tag, float_image(winograd, out.image_taesd, 1.0f, 0.0f),
                          refs.tensor("case0_image_taesd"));
   EXPECT_LE(dl.rel_l2, bounds.latents_rel) << label;

@@ -19,6 +19,7 @@ using cl::GemmMode;
 using cl::TcConfig;
 using cl::TensorCores;
 using cl::Tuning;
+using sdt::test::EnvScope;
 
 namespace {
 
@@ -45,30 +46,6 @@ const DeviceInfo kPocl = [] {
   return d;
 }();
 const DeviceInfo kUnknown = device("Some Vendor", "Some Platform", "accelerator 9000", "accelerator");
-
-// Sets an environment variable for one scope.
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    set(value);
-  }
-  ~EnvScope() { set(previous_ ? previous_->c_str() : nullptr); }
-
- private:
-  void set(const char* value) {
-#ifdef _WIN32
-    _putenv_s(name_, value ? value : "");
-#else
-    if (value)
-      setenv(name_, value, 1);
-    else
-      unsetenv(name_);
-#endif
-  }
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 }  // namespace
 
@@ -224,6 +201,14 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_FALSE(o.tensor_core_tiles);
     EXPECT_FALSE(o.attention);
     EXPECT_FALSE(o.tensor_cores);
+  }
+  {
+    EnvScope emulated("SDT_TENSOR_CORES", "emulated");
+    EXPECT_EQ(cl::overrides_from_environment().tensor_cores, TensorCores::Emulated);
+  }
+  {
+    EnvScope typo("SDT_TENSOR_CORES", "off");  // warned about, and not taken for 0
+    EXPECT_FALSE(cl::overrides_from_environment().tensor_cores);
   }
 }
 
