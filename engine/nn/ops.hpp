@@ -76,6 +76,11 @@ int winograd_tile(const cl::Context& ctx, DType storage);
 bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& geometry,
                     std::int64_t h, std::int64_t w, DType storage);
 
+// What the tensor-core kernels may use on this device (kernels/tc_probe.cl: ldmatrix), found by running a probe
+// once: before a kernel plan (pipeline/kernel_plan.hpp), whose programs' options depend on it. Nothing on devices
+// without the PTX path.
+void probe_tensor_cores(cl::Context& ctx);
+
 // Group norm over x: [C, ...] (C divisible by groups), per-channel gamma/beta: [C]; optional SiLU after.
 Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, float eps,
                   bool silu);

@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.hpp"
 #include "nn/ops_internal.hpp"
 #include "runtime/cl_error.hpp"
-#include "base/log.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::nn::detail {
@@ -120,7 +120,9 @@ bool ldmatrix_works(cl::Context& ctx, int mode) {
 }  // namespace
 
 TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
-  if (ptx && !ctx.tuning().ldmatrix_probed() && !ctx.tuning().overrides().tensor_core_features) {
+  // While planning nothing runs, so a probe would read back nothing and settle on "not supported" for good: the
+  // engine probes before it plans (probe_tensor_cores); a plan without that uses what is known (mode 0 if nothing).
+  if (ptx && !ctx.planning() && !ctx.tuning().ldmatrix_probed() && !ctx.tuning().overrides().tensor_core_features) {
     int mode = 0;
     for (int m : {1, 2})
       if (ldmatrix_works(ctx, m)) {
@@ -135,3 +137,12 @@ TensorCoreFeatures tensor_core_features(cl::Context& ctx, bool ptx) {
 }
 
 }  // namespace sdt::nn::detail
+
+namespace sdt::nn {
+
+void probe_tensor_cores(cl::Context& ctx) {
+  if (ctx.tuning().steady_tensor_core_path(true) == cl::TensorCores::Ptx && !ctx.tuning().ptx_rejected())
+    (void)detail::tensor_core_features(ctx, true);
+}
+
+}  // namespace sdt::nn

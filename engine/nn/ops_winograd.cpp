@@ -29,8 +29,9 @@ int tile_of(const Tensor& u) {
 bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& g, std::int64_t h,
                     std::int64_t w, DType storage) {
   if (g.stride != 1 || C <= 0 || O <= 0 || h <= 0 || w <= 0) return false;
-  // The tensor-core kernel is faster than Winograd on the SIMT units, and exact to fp16 products.
-  if (!detail::portable_gemm(ctx, storage == DType::F16)) return false;
+  // The tensor-core kernel is faster than Winograd on the SIMT units, and exact to fp16 products. The steady path:
+  // a layer chooses once, at load, also while the tensor-core programs are still building.
+  if (ctx.tuning().steady_tensor_core_path(storage == DType::F16) != cl::TensorCores::Off) return false;
   switch (ctx.tuning().winograd_use()) {
     case cl::WinogradUse::Never:
       return false;

@@ -10,13 +10,13 @@
 #include <map>
 #include <thread>
 
+#include "base/log.hpp"
 #include "io/model_files.hpp"
-#include "nn/gemm_tuner.hpp"
 #include "models/architecture.hpp"
+#include "nn/gemm_tuner.hpp"
 #include "pipeline/engine_impl.hpp"
 #include "pipeline/kernel_plan.hpp"
 #include "pipeline/stage_timing.hpp"
-#include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/utf8_path.hpp"
 
@@ -54,8 +54,10 @@ Engine::Impl::Impl(const EngineOptions& options) : options_(options) {
 
 void Engine::Impl::open() {
   auto log = log::get("engine");
+  deferred_kernels_.reset();
   pipeline_.reset();
   ctx_.reset();
+  open_start_ = Clock::now();
 
   // Files first: a wrong or broken model is reported before any device is touched.
   const auto load_start = Clock::now();
@@ -120,18 +122,41 @@ void Engine::Impl::open() {
 
   // The kernels a first image needs build on other threads while the weights load (pipeline/kernel_plan.hpp).
   const cl::ProgramCacheStats builds_before = ctx_->programs().stats();
+  // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  std::vector<cl::ProgramRequest> deferred;
   if (options_.prepare_kernels) {
     // Only fp32 files stored as fp32 convert nothing (norms and biases are stored as fp32 in either storage).
     bool converting = options_.weights != WeightStorage::F32;
     for (const auto& part : files_.parts)
       for (const auto& [dtype, count] : part.dtype_tensors) converting = converting || dtype != "F32";
-    std::vector<cl::ProgramRequest> programs =
-        pipeline::plan_kernels(*ctx_, files_, storage_of(options_.weights), std::max(64, options_.prepare_width),
-                               std::max(64, options_.prepare_height), converting);
+    // The tensor-core programs' options depend on what the device's probe finds: probed first, for real.
+    nn::probe_tensor_cores(*ctx_);
+    const auto plan = [&] {
+      return pipeline::plan_kernels(*ctx_, files_, storage_of(options_.weights), std::max(64, options_.prepare_width),
+                                    std::max(64, options_.prepare_height), converting);
+    };
+    std::vector<cl::ProgramRequest> programs = plan();
+    const auto missing = [&](const std::vector<cl::ProgramRequest>& list) {
+      int n = 0;
+      for (const auto& p : list) n += ctx_->programs().available(p.name, p.options) ? 0 : 1;
+      return n;
+    };
+    const bool tensor_cores =
+        ctx_->tuning().steady_tensor_core_path(options_.weights == WeightStorage::F16) != cl::TensorCores::Off;
+    if (options_.defer_tensor_core_kernels && tensor_cores && missing(programs) > 0) {
+      // A first start: the tensor-core programs take the driver several times longer to build than the portable
+      // ones (NVIDIA: 22 programs, about a minute of compiler time). The first images take the portable kernels;
+      // the rest builds after them, on the same threads, while the user looks at the first image.
+      ctx_->tuning().defer_tensor_cores(true);
+      std::vector<cl::ProgramRequest> first = plan();
+      for (auto& p : programs)
+        if (std::find(first.begin(), first.end(), p) == first.end()) deferred.push_back(std::move(p));
+      programs = std::move(first);
+      if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+    }
     progress.kernels_total = static_cast<int>(programs.size());
-    for (const auto& p : programs) progress.kernels_to_build += ctx_->programs().available(p.name, p.options) ? 0 : 1;
-    // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
-    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    progress.kernels_to_build = missing(programs);
     kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
     if (progress.kernels_to_build > 0)
       log->info("preparing {} GPU kernel programs for {} ({} from source, once)", progress.kernels_total, device_.name,
@@ -171,13 +196,19 @@ void Engine::Impl::open() {
     load_.kernels_built_while_opening = progress.kernels_to_build;
     kernels.reset();
   }
+  if (!deferred.empty()) {
+    load_.kernels_deferred = static_cast<int>(deferred.size());
+    log->info("the first images use the portable kernels while {} tensor-core programs build", deferred.size());
+    deferred_kernels_ = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(deferred), threads);
+  }
   const cl::ProgramCacheStats builds = ctx_->programs().stats();
   load_.kernel_build_ms += builds.build_ms - builds_before.build_ms;
   load_.kernel_cache_hits += builds.disk_hits - builds_before.disk_hits;
   load_.kernel_cache_misses += builds.source_builds - builds_before.source_builds;
   load_.weight_bytes = ctx_->memory().persistent_bytes;
   paths_.winograd_layers = models.weights.transformed();
-  paths_.tensor_cores = ctx_->tuning().tensor_core_path(options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx;
+  paths_.tensor_cores =
+      ctx_->tuning().steady_tensor_core_path(options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx;
   load_.file_bytes = upload.file_bytes;
   load_.read_ms = upload.read_ms;
   load_.read_threads = upload.readers;
@@ -284,6 +315,29 @@ const LoadTimings& Engine::load_timings() const {
 const KernelPaths& Engine::kernel_paths() const {
   return impl_->paths_;
 }
+bool Engine::Impl::end_deferral(bool wait, const std::atomic<bool>* cancel) {
+  if (!deferred_kernels_) return true;
+  if (wait) {
+    if (!deferred_kernels_->wait({}, cancel)) return false;
+  } else if (deferred_kernels_->done() < deferred_kernels_->total()) {
+    return false;
+  }
+  load_.kernel_build_ms += deferred_kernels_->build_ms();
+  deferred_kernels_.reset();
+  load_.deferred_kernels_ready_ms = ms_since(open_start_);
+  ctx_->tuning().defer_tensor_cores(false);
+  // Prompts encoded on the portable kernels: encoded again, so an image's every stage is the new path's.
+  if (pipeline_) pipeline_->prompt_cache().clear();
+  log::get("engine")->info(
+      "the tensor-core programs are ready ({:.1f} s after opening began); the next images use them",
+      load_.deferred_kernels_ready_ms / 1000.0);
+  return true;
+}
+
+bool Engine::wait_for_kernels(const std::atomic<bool>* cancel) {
+  return impl_->end_deferral(true, cancel);
+}
+
 bool Engine::tensor_cores() const {
   if (!impl_->ctx_) return false;
   const cl::Context& ctx = *impl_->ctx_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ struct Engine::Impl {
   KernelPaths paths_;
   std::unique_ptr<cl::Context> ctx_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
+  // A first start's tensor-core programs, building on other threads after opening while the products run the
+  // portable kernels (EngineOptions::defer_tensor_core_kernels). After ctx_, so it stops (waiting for the builds
+  // running) before the context goes.
+  std::unique_ptr<cl::ProgramPreparation> deferred_kernels_;
+  std::chrono::steady_clock::time_point open_start_;
+  // Ends the deferral once its programs are ready (`wait`: waits for them first; false if `cancel` came first).
+  bool end_deferral(bool wait, const std::atomic<bool>* cancel = nullptr);
   // Set by a generate() that ran out of device memory once the VAE decode had begun: the engine may try tiles.
   bool oom_in_vae_decode_ = false;
   bool needs_reopen_ = false;  // set when the device failed; the next generate() rebuilds context and models

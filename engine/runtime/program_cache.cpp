@@ -1,14 +1,14 @@
 #include "runtime/program_cache.hpp"
 
 #include <chrono>
-#include <mutex>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "runtime/cl_error.hpp"
 #include "base/log.hpp"
+#include "runtime/cl_error.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"
 #include "sdt/utf8_path.hpp"
@@ -44,13 +44,15 @@ std::uint64_t checksum(std::string_view key, std::string_view binary) {
 // Little-endian fields of an entry.
 template <typename T>
 void put(std::string& out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    out += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
 }
 template <typename T>
 bool take(std::string_view& in, T& value) {
   if (in.size() < sizeof(T)) return false;
   std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   value = static_cast<T>(v);
   in.remove_prefix(sizeof(T));
   return true;
@@ -281,17 +283,29 @@ void ProgramPreparation::work() {
       if (stop_ || next_ >= requests_.size()) return;
       i = next_++;
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    bool from_disk = false;
     try {
-      (void)cache_.get(requests_[i].name, requests_[i].options);
+      from_disk = cache_.from_disk(cache_.get(requests_[i].name, requests_[i].options));
     } catch (const std::exception& e) {
       // get() reports it again, with its context, when the program is needed.
       log::get("cl")->info("preparing kernels/{}.cl failed; it is built again when needed: {}", requests_[i].name,
                            e.what());
     }
+    const double ms = ms_since(t0);
+    log::get("cl")->log(from_disk ? spdlog::level::debug : spdlog::level::info,
+                        "prepared kernels/{}.cl in {:.0f} ms{} ({})", requests_[i].name, ms,
+                        from_disk ? " from the cache" : "", requests_[i].options);
     std::lock_guard lock(mutex_);
+    build_ms_ += ms;
     if (++done_ == static_cast<int>(requests_.size())) wall_ms_ = ms_since(start_);
     changed_.notify_all();
   }
+}
+
+double ProgramPreparation::build_ms() const {
+  std::lock_guard lock(mutex_);
+  return build_ms_;
 }
 
 int ProgramPreparation::done() const {
@@ -375,8 +389,7 @@ cl_program ProgramCache::load_binary(const std::filesystem::path& path, std::str
   const std::string_view stored_key = in.substr(0, key_size);
   const std::string_view binary = in.substr(key_size);
   if (checksum(stored_key, binary) != sum) return reject("checksum mismatch");
-  if (stored_key != key)
-    return reject("it was made for another kernel source, build options, device or driver");
+  if (stored_key != key) return reject("it was made for another kernel source, build options, device or driver");
 
   const auto* data = reinterpret_cast<const unsigned char*>(binary.data());
   const size_t length = binary.size();
@@ -421,9 +434,10 @@ void ProgramCache::store_binary(cl_program program, const std::filesystem::path&
   try {
     write_file_atomically(path, entry.data(), entry.size());
   } catch (const Error& e) {
-    log::get("cl")->info("could not write kernel cache entry: {}; continuing without storing it (is the folder not "
-                         "writable, or the disk full?)",
-                         e.message());
+    log::get("cl")->info(
+        "could not write kernel cache entry: {}; continuing without storing it (is the folder not "
+        "writable, or the disk full?)",
+        e.message());
   }
 }
 

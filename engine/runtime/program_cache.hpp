@@ -20,8 +20,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -115,7 +115,7 @@ class ProgramCache {
   mutable std::mutex mutex_;  // guards programs_, building_ and stats_
   std::condition_variable built_;
   std::map<std::string, Entry> programs_;  // key: label + '\n' + options + '\n' + source hash
-  std::set<std::string> building_;              // keys a thread is building now
+  std::set<std::string> building_;         // keys a thread is building now
   ProgramCacheStats stats_;
 };
 
@@ -137,6 +137,8 @@ class ProgramPreparation {
   // false, having let no further build start, once `cancel` is raised (checked at least every 50 ms).
   bool wait(const std::function<void(int)>& on_progress = {}, const std::atomic<bool>* cancel = nullptr);
   double wall_ms() const { return wall_ms_; }  // from the start to the last program done (after wait())
+  // The time its threads spent in ProgramCache::get, summed so far: what the cache's build_ms counts of them.
+  double build_ms() const;
 
  private:
   void work();
@@ -146,6 +148,7 @@ class ProgramPreparation {
   std::condition_variable changed_;
   std::size_t next_ = 0;
   int done_ = 0;
+  double build_ms_ = 0;
   bool stop_ = false;
   std::chrono::steady_clock::time_point start_;
   double wall_ms_ = 0;

@@ -13,6 +13,8 @@
 #include "engine_fixture.hpp"
 #include "io/model_files.hpp"
 #include "models/architecture.hpp"
+#include "nn/tensor.hpp"
+#include "pipeline/kernel_plan.hpp"
 #include "runtime/cl_error.hpp"
 #include "sdt/error.hpp"
 #include "sdt/model_export.hpp"
@@ -142,6 +144,63 @@ TEST(ModelOpening, KernelsArePreparedWhileOpeningAndTheFirstImageBuildsNone) {
   EXPECT_EQ(again.load_timings().kernels_built_while_opening, 0);
   EXPECT_EQ(again.load_timings().kernel_cache_misses, 0);
   EXPECT_EQ(reports.back().kernels_to_build, 0);
+}
+
+// A first start where the products have tensor-core kernels (here their tiling without PTX, which the test device
+// runs): opening waits for the portable programs only, the first image is the portable path's, the tensor-core
+// programs build after opening, and generations switch to them between two images. A second start finds them all
+// in the cache and defers nothing. Each image is compared with an engine that takes its path from the start.
+TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTensorCoreOnesBuild) {
+  const Request request = small_request();
+  const EnvScope emulated("SDT_TENSOR_CORES", "emulated");
+  TempDir cache("sdt-test-deferred-cache");
+  EngineOptions o = layout_options(kLayouts[0], WeightStorage::F16);
+  o.cache_dir = cache.path();
+  Result first, switched;
+  {
+    Engine engine(o);
+    const LoadTimings& t = engine.load_timings();
+    EXPECT_GT(t.kernels_deferred, 0) << "nothing was left to build after opening";
+    EXPECT_EQ(t.kernels_built_while_opening, t.kernels_prepared);
+    EXPECT_TRUE(engine.impl().context().tuning().tensor_cores_deferred());
+    EXPECT_EQ(engine.kernel_paths().winograd_layers, 0) << "layers loaded for the portable path they leave later";
+    first = engine.generate(request);
+    EXPECT_EQ(first.timings.kernel_build_ms, 0) << "the first image built a program the portable plan missed";
+    ASSERT_TRUE(engine.wait_for_kernels());
+    EXPECT_FALSE(engine.impl().context().tuning().tensor_cores_deferred());
+    EXPECT_GT(t.deferred_kernels_ready_ms, 0);
+    switched = engine.generate(request);
+    EXPECT_EQ(switched.timings.kernel_build_ms, 0) << "the tensor-core images built a program the plan missed";
+    EXPECT_TRUE(engine.wait_for_kernels()) << "nothing left to wait for";
+  }
+  Engine again(o);
+  EXPECT_EQ(again.load_timings().kernels_deferred, 0) << "the cache had every program";
+  EXPECT_EQ(again.load_timings().kernels_built_while_opening, 0);
+  EXPECT_FALSE(again.impl().context().tuning().tensor_cores_deferred());
+  EXPECT_EQ(again.generate(request).image.rgb, switched.image.rgb);
+
+  // Each path from the start (kernels from the shared cache): the portable one without Winograd, as above.
+  EngineOptions portable = layout_options(kLayouts[0], WeightStorage::F16);
+  portable.tensor_cores = false;
+  portable.winograd = WinogradUse::Off;
+  const Result reference = Engine(portable).generate(request);
+  EXPECT_EQ(first.image.rgb, reference.image.rgb) << "the first image is not the portable path's";
+  EXPECT_EQ(first.image_tiny.rgb, reference.image_tiny.rgb);
+  EXPECT_NE(first.image.rgb, switched.image.rgb) << "the two paths gave the same image: this test tells nothing";
+}
+
+// The kernel plan runs the models without running anything: the tensor-core probe (ldmatrix) must not take that
+// run's empty read-back for a device that lacks the feature. The engine probes for real before it plans.
+TEST(KernelPlan, PlanningLeavesTheTensorCoreProbeToARealRun) {
+  auto ctx = make_context();
+  const TuningScope ptx(*ctx, [](cl::TuningOverrides& t) { t.tensor_cores = cl::TensorCores::Ptx; });
+  const io::ModelFiles files =
+      io::open_model(models::architecture(), (tiny_fixture_dir() / "model").string(), io::OpenOptions{});
+  const std::vector<cl::ProgramRequest> programs = pipeline::plan_kernels(*ctx, files, nn::DType::F16, 64, 64, true);
+  EXPECT_FALSE(ctx->tuning().ldmatrix_probed()) << "planning settled the ldmatrix probe without running it";
+  EXPECT_TRUE(std::any_of(programs.begin(), programs.end(), [](const cl::ProgramRequest& p) {
+    return p.name == "gemm_tc" && p.options.find("-DSDT_PTX=1") != std::string::npos;
+  })) << "the plan has no tensor-core product";
 }
 
 TEST(ModelOpening, AKernelThatFailsToPrepareIsBuiltAgainWhenNeeded) {
