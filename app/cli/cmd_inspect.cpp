@@ -22,19 +22,6 @@ std::string with_commas(std::int64_t n) {
   return out;
 }
 
-std::string human_bytes(std::size_t bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1000 && unit < 4) {
-    value /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
-  return text;
-}
-
 // The report's strings are already safe to print (sdt/inspect.hpp).
 void line(const char* label, const std::string& text) {
   std::printf("%-14s%s\n", label, text.c_str());

@@ -7,6 +7,7 @@
 
 #include "io/json_util.hpp"
 #include "io/model_loading.hpp"
+#include "sdt/inspect.hpp"
 #include "base/log.hpp"
 #include "sdt/error.hpp"
 #include "sdt/files.hpp"

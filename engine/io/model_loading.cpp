@@ -1,6 +1,7 @@
 // Shared loader pieces: reading small files, refusing pickles, finding a part's weights file, checking every
 // expected weight against a file, part summaries and the model hash.
 #include "io/model_loading.hpp"
+#include "sdt/inspect.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -239,7 +240,11 @@ void warn(ModelFiles& model, const std::string& message) {
   log::get("io")->warn("{}", message);
 }
 
-std::string human_bytes(std::size_t bytes) {
+}  // namespace sdt::io::detail
+
+namespace sdt {
+
+std::string human_bytes(std::uint64_t bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
@@ -252,4 +257,4 @@ std::string human_bytes(std::size_t bytes) {
   return text;
 }
 
-}  // namespace sdt::io::detail
+}  // namespace sdt

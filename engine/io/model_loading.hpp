@@ -48,9 +48,6 @@ std::string model_hash(const WeightSet& weights);
 // Records a warning on the model and logs it.
 void warn(ModelFiles& model, const std::string& message);
 
-// "1.23 GB"
-std::string human_bytes(std::size_t bytes);
-
 // TAESD: reads the TAESD at `path` (folder or original file) into a ModelFiles holding only it (taesd config,
 // weights, part), then moves it into a model; a failure leaves the model untouched.
 ModelFiles load_taesd(const Architecture& architecture, const std::filesystem::path& path);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "io_test_helpers.hpp"
+#include "sdt/inspect.hpp"
 #include "test_files.hpp"
 
 namespace sdt::test {
@@ -27,6 +28,15 @@ CommandResult inspect(const std::filesystem::path& model) {
 void expect_contains(const CommandResult& r, std::initializer_list<std::string> fragments) {
   for (const auto& f : fragments)
     EXPECT_NE(r.output.find(f), std::string::npos) << "missing '" << f << "' in:\n" << r.output;
+}
+
+// The sizes the report, the CLI and the engine's messages print (one function for all of them).
+TEST(InspectCli, SizesAreInDecimalUnitsWithTwoDecimals) {
+  EXPECT_EQ(human_bytes(0), "0 B");
+  EXPECT_EQ(human_bytes(999), "999 B");
+  EXPECT_EQ(human_bytes(1000), "1.00 KB");
+  EXPECT_EQ(human_bytes(5169589960), "5.17 GB");  // SD-Turbo's single file
+  EXPECT_EQ(human_bytes(2500000000000000), "2500.00 TB");
 }
 
 TEST(InspectCli, DescribesTheDiffusersFolder) {

@@ -50,4 +50,7 @@ struct ModelReport {
 // found next to the model, if any). Throws sdt::Error (BadModel) naming the file, tensor or field that failed.
 ModelReport inspect_model(const std::string& model, const std::string& taesd = {});
 
+// A size as the report and the engine's messages give it: "512 B", "1.23 GB" (decimal units, up to TB).
+std::string human_bytes(std::uint64_t bytes);
+
 }  // namespace sdt
