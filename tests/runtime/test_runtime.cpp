@@ -1,6 +1,8 @@
 // The OpenCL runtime on the test device (PoCL on a machine without GPU).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <cmath>
 #include <fstream>
 
@@ -217,16 +219,29 @@ TEST(FaultInjection, AFailedKernelArgumentNamesTheCallAndTheKernel) {
 }
 
 // The work-group limit a launch asks for is the driver's, asked once per kernel.
-TEST(Context, WorkGroupLimitIsTheDriversForEachKernel) {
+// The limit is the driver's for each kernel, asked once per kernel: with the driver's answer made to fail, a kernel
+// already asked gets its remembered limit and a kernel not asked yet fails naming the call and itself.
+TEST(Context, WorkGroupLimitIsTheDriversForEachKernelAndAskedOnce) {
   auto ctx = test::make_context();
-  for (const char* name : {"fill_f32", "saxpy"}) {
-    cl_kernel k = ctx->kernel("smoke", name);
-    std::size_t driver = 0;
-    ASSERT_EQ(clGetKernelWorkGroupInfo(k, ctx->device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof driver, &driver, nullptr),
-              CL_SUCCESS);
-    EXPECT_EQ(ctx->work_group_limit(k), driver) << name;
-    EXPECT_EQ(ctx->work_group_limit(k), driver) << name << ", asked again";
+  const cl_kernel fill = ctx->kernel("smoke", "fill_f32");
+  const cl_kernel saxpy = ctx->kernel("smoke", "saxpy");
+  std::size_t driver = 0;
+  ASSERT_EQ(clGetKernelWorkGroupInfo(fill, ctx->device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof driver, &driver, nullptr),
+            CL_SUCCESS);
+  EXPECT_EQ(ctx->work_group_limit(fill), driver);
+  cl::arm_fault("clGetKernelWorkGroupInfo", CL_OUT_OF_RESOURCES, 0, -1);
+  try {
+    EXPECT_EQ(ctx->work_group_limit(fill), driver) << "asked again";
+    (void)ctx->work_group_limit(saxpy);
+    ADD_FAILURE() << "saxpy's limit was not asked of the driver";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("clGetKernelWorkGroupInfo"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("saxpy"), std::string::npos) << e.message();
   }
+  cl::disarm_faults();
+  ASSERT_EQ(clGetKernelWorkGroupInfo(saxpy, ctx->device(), CL_KERNEL_WORK_GROUP_SIZE, sizeof driver, &driver, nullptr),
+            CL_SUCCESS);
+  EXPECT_EQ(ctx->work_group_limit(saxpy), driver);
 }
 
 TEST(FaultInjection, NextMatchingCallFailsWithTheChosenError) {
