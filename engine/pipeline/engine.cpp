@@ -55,6 +55,7 @@ Engine::Impl::Impl(const EngineOptions& options) : options_(options) {
 void Engine::Impl::open() {
   auto log = log::get("engine");
   deferred_kernels_.reset();
+  deferred_requests_.clear();
   pipeline_.reset();
   ctx_.reset();
   open_start_ = Clock::now();
@@ -197,9 +198,11 @@ void Engine::Impl::open() {
     kernels.reset();
   }
   if (!deferred.empty()) {
+    // Started once the first image is done (start_deferred_kernels), so that it has the CPU to itself.
     load_.kernels_deferred = static_cast<int>(deferred.size());
     log->info("the first images use the portable kernels while {} tensor-core programs build", deferred.size());
-    deferred_kernels_ = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(deferred), threads);
+    deferred_requests_ = std::move(deferred);
+    deferred_threads_ = threads;
   }
   const cl::ProgramCacheStats builds = ctx_->programs().stats();
   load_.kernel_build_ms += builds.build_ms - builds_before.build_ms;
@@ -315,10 +318,21 @@ const LoadTimings& Engine::load_timings() const {
 const KernelPaths& Engine::kernel_paths() const {
   return impl_->paths_;
 }
+void Engine::Impl::start_deferred_kernels() {
+  if (deferred_requests_.empty()) return;
+  deferred_kernels_ = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), deferred_requests_, deferred_threads_);
+  deferred_requests_.clear();  // only once started: a failure to start leaves them for the next try
+}
+
 bool Engine::Impl::end_deferral(bool wait, const std::atomic<bool>* cancel) {
-  if (!deferred_kernels_) return true;
+  if (!ctx_ || !ctx_->tuning().tensor_cores_deferred()) return true;
+  if (!deferred_kernels_) {
+    if (!wait) return false;
+    start_deferred_kernels();
+  }
   if (wait) {
-    if (!deferred_kernels_->wait({}, cancel)) return false;
+    // A cancelled wait leaves the builds going: the deferral still ends once they are done.
+    if (!deferred_kernels_->wait({}, cancel, false)) return false;
   } else if (deferred_kernels_->done() < deferred_kernels_->total()) {
     return false;
   }

@@ -49,8 +49,13 @@ struct Engine::Impl {
   // portable kernels (EngineOptions::defer_tensor_core_kernels). After ctx_, so it stops (waiting for the builds
   // running) before the context goes.
   std::unique_ptr<cl::ProgramPreparation> deferred_kernels_;
+  std::vector<cl::ProgramRequest> deferred_requests_;  // until the first generation is done
+  int deferred_threads_ = 1;
   std::chrono::steady_clock::time_point open_start_;
-  // Ends the deferral once its programs are ready (`wait`: waits for them first; false if `cancel` came first).
+  // Starts building the deferred programs (after the first generation, or when waited for).
+  void start_deferred_kernels();
+  // Ends the deferral once its programs are ready (`wait`: starts and waits for them first; false if `cancel` came
+  // first, the builds going on).
   bool end_deferral(bool wait, const std::atomic<bool>* cancel = nullptr);
   // Set by a generate() that ran out of device memory once the VAE decode had begun: the engine may try tiles.
   bool oom_in_vae_decode_ = false;

@@ -235,8 +235,19 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     log::get("engine")->warn("re-opening the device and re-uploading the model after the last failure");
     open();
   }
-  // Between two images, never within one: the tensor-core programs of a first start, once all are built.
+  // Between two images, never within one: the tensor-core programs of a first start, once all are built; they
+  // start building when the first generation ends, however it ends.
   (void)end_deferral(false);
+  struct StartDeferred {
+    Impl& impl;
+    ~StartDeferred() {
+      try {
+        impl.start_deferred_kernels();
+      } catch (const std::exception& e) {  // no thread to be had: the next wait_for_kernels() tries again
+        log::get("engine")->warn("the tensor-core programs could not start building: {}", e.what());
+      }
+    }
+  } start_deferred{*this};
 
   cl::Context& ctx = *ctx_;
   // Builds of the deferred tensor-core programs on other threads are not this generation's.

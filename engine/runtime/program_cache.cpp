@@ -313,7 +313,8 @@ int ProgramPreparation::done() const {
   return done_;
 }
 
-bool ProgramPreparation::wait(const std::function<void(int)>& on_progress, const std::atomic<bool>* cancel) {
+bool ProgramPreparation::wait(const std::function<void(int)>& on_progress, const std::atomic<bool>* cancel,
+                              bool stop_on_cancel) {
   int reported = -1;
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -326,7 +327,7 @@ bool ProgramPreparation::wait(const std::function<void(int)>& on_progress, const
     }
     if (done_ == static_cast<int>(requests_.size())) return true;
     if (cancel && cancel->load()) {
-      stop_ = true;
+      if (stop_on_cancel) stop_ = true;
       return false;
     }
     changed_.wait_for(lock, std::chrono::milliseconds(50));

@@ -134,8 +134,10 @@ class ProgramPreparation {
   int total() const { return static_cast<int>(requests_.size()); }
   int done() const;
   // Waits until every program is done, calling on_progress(done) on this thread whenever the count moves. Returns
-  // false, having let no further build start, once `cancel` is raised (checked at least every 50 ms).
-  bool wait(const std::function<void(int)>& on_progress = {}, const std::atomic<bool>* cancel = nullptr);
+  // false once `cancel` is raised (checked at least every 50 ms), having let no further build start if
+  // `stop_on_cancel`; else the builds go on and a later wait() can still see them done.
+  bool wait(const std::function<void(int)>& on_progress = {}, const std::atomic<bool>* cancel = nullptr,
+            bool stop_on_cancel = true);
   double wall_ms() const { return wall_ms_; }  // from the start to the last program done (after wait())
   // The time its threads spent in ProgramCache::get, summed so far: what the cache's build_ms counts of them.
   double build_ms() const;

@@ -77,8 +77,9 @@ struct EngineOptions {
   // need beyond that when first used. false: every program is built when first used.
   bool prepare_kernels = true;
   // On a first start (tensor-core programs not in the kernel cache yet), opening waits only for the portable
-  // kernels, which build in a fraction of the time; the tensor-core programs build meanwhile on other threads, and
-  // generations switch to them, between two images, once all are ready (wait_for_kernels() waits for that). Images
+  // kernels, which build in a fraction of the time; the tensor-core programs build on other threads once the first
+  // image is done (or wait_for_kernels() is called), and generations switch to them, between two images, once all
+  // are ready (wait_for_kernels() waits for that). Destroying the engine waits for the builds running. Images
   // made before the switch may differ from later ones of the same seed by rounding (a level or two in a few pixels).
   // False: opening waits for every program the first image's path needs. Only with prepare_kernels.
   bool defer_tensor_core_kernels = true;
