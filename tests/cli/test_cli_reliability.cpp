@@ -13,6 +13,7 @@
 #include "io/safetensors.hpp"
 #include "interrupt_child.hpp"
 #include "test_common.hpp"
+#include "tool_run.hpp"
 
 #ifndef _WIN32
 #include <sys/wait.h>
@@ -28,41 +29,15 @@ namespace fs = std::filesystem;
 
 #ifndef _WIN32
 
-fs::path tool(const std::string& name) {
-  fs::path dir;
-  if (const char* env = std::getenv("SDT_TEST_BIN_DIR"); env && *env)
-    dir = env;
-  else
-    dir = fs::canonical("/proc/self/exe").parent_path();
-  const fs::path bin = dir / name;
-  if (!fs::exists(bin)) ADD_FAILURE() << bin << " not found: build the " << name << " target";
-  return bin;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-struct ToolRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
 // The shell command that runs `binary` with `args` (plus the test device), its output into `logs`/<tag>.*.
 std::string command_line(const std::string& binary, const std::vector<std::string>& args, const fs::path& logs,
                          const std::string& tag) {
-  std::string command = quoted(tool(binary).string());
-  for (const auto& a : args) command += " " + quoted(a);
-  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device) command += " --device " + quoted(device);
-  command += " >" + quoted((logs / (tag + ".out")).string()) + " 2>" + quoted((logs / (tag + ".err")).string());
+  std::string command = shell_quoted(tool_path(binary).string());
+  for (const auto& a : args) command += " " + shell_quoted(a);
+  if (const char* device = std::getenv("SDT_TEST_DEVICE"); device && *device)
+    command += " --device " + shell_quoted(device);
+  command += " >" + shell_quoted((logs / (tag + ".out")).string()) + " 2>" +
+             shell_quoted((logs / (tag + ".err")).string());
   return command;
 }
 
@@ -72,19 +47,12 @@ std::vector<std::string> shared_cache() {
   return {"--cache-dir", cache.path().string()};
 }
 
-ToolRun collect(int status, const fs::path& logs, const std::string& tag) {
-  ToolRun r;
+ToolResult collect(int status, const fs::path& logs, const std::string& tag) {
+  ToolResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(logs / (tag + ".out"));
-  r.err = slurp(logs / (tag + ".err"));
+  r.out = file_text(logs / (tag + ".out"));
+  r.err = file_text(logs / (tag + ".err"));
   return r;
-}
-
-// Runs one tool; `prefix` goes before it in the shell (environment, ulimit, trap).
-ToolRun run_tool(const std::string& binary, const std::vector<std::string>& args, const std::string& prefix = {}) {
-  static TempDir logs("sdt-test-cli-rel-logs");
-  const std::string command = "sh -c " + quoted(prefix + command_line(binary, args, logs.path(), "run"));
-  return collect(std::system(command.c_str()), logs.path(), "run");
 }
 
 std::string fixture(const std::string& name) {
@@ -96,28 +64,15 @@ std::vector<std::string> small_request(const fs::path& output, int side = 64) {
           "--width", std::to_string(side), "--height", std::to_string(side),      "--output", output.string()};
 }
 
-std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::vector<fs::path> files_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // Every file of a kernel cache folder is a finished entry (no temporary files).
 void expect_only_entries(const fs::path& dir) {
-  const auto files = files_in(dir);
+  const auto files = entries_of(dir);
   EXPECT_FALSE(files.empty()) << "nothing was cached in " << dir;
   for (const auto& f : files) EXPECT_EQ(f.extension(), ".bin") << "left behind: " << f;
 }
 
 nlohmann::json cache_counts(const fs::path& timings) {
-  return nlohmann::json::parse(slurp(timings))["kernel_cache"];
+  return nlohmann::json::parse(file_text(timings))["kernel_cache"];
 }
 
 // The environment of a run whose platform cache folder is XDG_CACHE_HOME=`xdg`, where our kernel cache is then
@@ -131,7 +86,8 @@ std::string platform_cache_under(const fs::path& xdg) {
     if (const char* user = std::getenv("HOME"); user && *user) return std::string(user) + "/.cache/pocl/kcache";
     return std::string();
   }();
-  return "XDG_CACHE_HOME=" + quoted(xdg.string()) + (pocl.empty() ? "" : " POCL_CACHE_DIR=" + quoted(pocl)) + " ";
+  return "XDG_CACHE_HOME=" + shell_quoted(xdg.string()) +
+         (pocl.empty() ? "" : " POCL_CACHE_DIR=" + shell_quoted(pocl)) + " ";
 }
 
 // ---- RELIABILITY.md 19, 20, 26: --cache-dir, two processes filling one cache, cold and warm give equal bytes ----
@@ -149,32 +105,32 @@ TEST(CliReliability, CacheDirIsUsedTwoProcessesFillItSafelyAndColdAndWarmCachesG
                              std::vector<std::string>{"--cache-dir", cache.string(), "--timings",
                                                       (dir.path() / (tag + ".json")).string()},
                          logs.path(), tag) +
-            "; echo $? >" + quoted((logs.path() / (tag + ".code")).string()) + ") & ";
-  ASSERT_EQ(std::system(("sh -c " + quoted(both + "wait")).c_str()), 0);
+            "; echo $? >" + shell_quoted((logs.path() / (tag + ".code")).string()) + ") & ";
+  ASSERT_EQ(std::system(("sh -c " + shell_quoted(both + "wait")).c_str()), 0);
   for (const std::string tag : {"a", "b"}) {
-    const ToolRun r = collect(0, logs.path(), tag);
-    ASSERT_EQ(slurp(logs.path() / (tag + ".code")), "0\n") << tag << ": " << r.err;
+    const ToolResult r = collect(0, logs.path(), tag);
+    ASSERT_EQ(file_text(logs.path() / (tag + ".code")), "0\n") << tag << ": " << r.err;
   }
   expect_only_entries(cache);
   EXPECT_GT(cache_counts(dir.path() / "a.json")["misses"].get<int>(), 0) << "the first runs found a warm cache";
-  EXPECT_EQ(slurp(dir.path() / "a.png"), slurp(dir.path() / "b.png"));
+  EXPECT_EQ(file_text(dir.path() / "a.png"), file_text(dir.path() / "b.png"));
 
   // A third run loads every program from that folder: nothing torn, nothing rebuilt.
-  const ToolRun warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png") +
+  const ToolResult warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png") +
                                                    std::vector<std::string>{"--cache-dir", cache.string(), "--timings",
                                                                             (dir.path() / "warm.json").string()});
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
   EXPECT_EQ(cache_counts(dir.path() / "warm.json")["misses"], 0);
   EXPECT_GT(cache_counts(dir.path() / "warm.json")["hits"].get<int>(), 0);
-  EXPECT_EQ(slurp(dir.path() / "warm.png"), slurp(dir.path() / "a.png")) << "cached kernels changed the bytes";
+  EXPECT_EQ(file_text(dir.path() / "warm.png"), file_text(dir.path() / "a.png")) << "cached kernels changed the bytes";
 
   // Without --cache-dir: the platform's cache folder ($XDG_CACHE_HOME/sdturbo-studio/kernels here).
   const fs::path xdg = dir.path() / "xdg";
-  const ToolRun by_default =
+  const ToolResult by_default =
       run_tool("sdturbo-cli", small_request(dir.path() / "default.png"), platform_cache_under(xdg));
   ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
   expect_only_entries(xdg / "sdturbo-studio" / "kernels");
-  EXPECT_EQ(slurp(dir.path() / "default.png"), slurp(dir.path() / "a.png"));
+  EXPECT_EQ(file_text(dir.path() / "default.png"), file_text(dir.path() / "a.png"));
 }
 
 TEST(CliReliability, BenchmarkTakesCacheDirAndDefaultsToThePlatformCache) {
@@ -183,11 +139,11 @@ TEST(CliReliability, BenchmarkTakesCacheDirAndDefaultsToThePlatformCache) {
       "--model", fixture("model"), "--width", "64",     "--height", "64",         "--steps",
       "1",       "--warmup",       "0",       "--runs", "1",        "--decoders", "full"};
   const fs::path cache = dir.path() / "bench-cache";
-  const ToolRun given = run_tool("sdturbo-bench", args + std::vector<std::string>{"--cache-dir", cache.string()});
+  const ToolResult given = run_tool("sdturbo-bench", args + std::vector<std::string>{"--cache-dir", cache.string()});
   ASSERT_EQ(given.exit_code, 0) << given.err;
   expect_only_entries(cache);
   const fs::path xdg = dir.path() / "xdg";
-  const ToolRun by_default = run_tool("sdturbo-bench", args, platform_cache_under(xdg));
+  const ToolResult by_default = run_tool("sdturbo-bench", args, platform_cache_under(xdg));
   ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
   expect_only_entries(xdg / "sdturbo-studio" / "kernels");
 }
@@ -203,7 +159,7 @@ TEST(CliReliability, NanWeightsFailNamingTheStageAndWriteNoFile) {
     fs::create_symlink(source / part, model / part);
   fs::create_directory(model / "vae");
   fs::create_symlink(source / "vae" / "config.json", model / "vae" / "config.json");
-  std::string bytes = slurp(source / "vae" / "diffusion_pytorch_model.safetensors");  // a copy, never a link
+  std::string bytes = file_text(source / "vae" / "diffusion_pytorch_model.safetensors");  // a copy, never a link
   const io::SafetensorsHeader header =
       io::parse_safetensors(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(), "vae");
   bool edited = false;
@@ -218,13 +174,13 @@ TEST(CliReliability, NanWeightsFailNamingTheStageAndWriteNoFile) {
 
   const fs::path out_dir = dir.path() / "out";
   fs::create_directory(out_dir);
-  const ToolRun r =
+  const ToolResult r =
       run_tool("sdturbo-cli", std::vector<std::string>{"--model", model.string(), "--prompt", "x", "--width", "64",
                                                        "--height", "64", "--output", (out_dir / "never.png").string()} +
                                   shared_cache());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("the VAE decoder produced"), std::string::npos) << r.err;
-  EXPECT_TRUE(files_in(out_dir).empty()) << "left behind: " << files_in(out_dir).front();
+  EXPECT_TRUE(entries_of(out_dir).empty()) << "left behind: " << entries_of(out_dir).front();
 }
 
 // ---- RELIABILITY.md 22: Ctrl+C after the last stage, just before the save ----
@@ -232,7 +188,7 @@ TEST(CliReliability, NanWeightsFailNamingTheStageAndWriteNoFile) {
 TEST(CliReliability, CtrlCJustBeforeTheSaveWritesNoFile) {
   TempDir dir("sdt-test-cli-late-cancel");
   const fs::path out = dir.path() / "late.png";
-  std::vector<std::string> argv = {tool("sdturbo-cli").string(), "--model",  fixture("model"), "--prompt",
+  std::vector<std::string> argv = {tool_path("sdturbo-cli").string(), "--model",  fixture("model"), "--prompt",
                                    "late",                       "--width",  "256",            "--height",
                                    "256",                        "--output", out.string(),     "-v",
                                    "--cache-dir",                shared_cache()[1]};
@@ -245,7 +201,7 @@ TEST(CliReliability, CtrlCJustBeforeTheSaveWritesNoFile) {
   ASSERT_TRUE(WIFEXITED(run.status)) << "killed by the signal instead of cancelling: " << run.err;
   EXPECT_EQ(WEXITSTATUS(run.status), 130) << run.err;
   EXPECT_NE(run.err.find("cancelled"), std::string::npos) << run.err;
-  EXPECT_TRUE(files_in(dir.path()).empty()) << "left behind: " << files_in(dir.path()).front();
+  EXPECT_TRUE(entries_of(dir.path()).empty()) << "left behind: " << entries_of(dir.path()).front();
 }
 
 // ---- RELIABILITY.md 23: the disk fills up while the PNG is written ----
@@ -259,15 +215,15 @@ TEST(CliReliability, FullDiskDuringTheSaveFailsNamingTheFileAndKeepsTheOldOne) {
   const fs::path cache = dir.path() / "cache";
   const std::vector<std::string> cache_arg = {"--cache-dir", cache.string()};
   const std::vector<std::string> args = small_request(out, 256) + cache_arg;
-  const ToolRun warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png", 256) + cache_arg);
+  const ToolResult warm = run_tool("sdturbo-cli", small_request(dir.path() / "warm.png", 256) + cache_arg);
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
   // 8 KiB per file at most, and the file-size signal ignored: writes fail with EFBIG, as with ENOSPC on a full
   // disk. A 256x256 image does not fit.
-  const ToolRun full = run_tool("sdturbo-cli", args, "trap '' XFSZ; ulimit -f 8; ");
+  const ToolResult full = run_tool("sdturbo-cli", args, "trap '' XFSZ; ulimit -f 8; ");
   EXPECT_EQ(full.exit_code, 1) << full.err;
   EXPECT_NE(full.err.find(out.string()), std::string::npos) << "the file is not named: " << full.err;
-  EXPECT_EQ(slurp(out), old_bytes) << "the file already there was harmed";
-  for (const auto& f : files_in(dir.path()))
+  EXPECT_EQ(file_text(out), old_bytes) << "the file already there was harmed";
+  for (const auto& f : entries_of(dir.path()))
     EXPECT_TRUE(f == out || f.filename() == "cache" || f.filename() == "warm.png") << "left behind: " << f;
 }
 
@@ -277,7 +233,7 @@ TEST(CliReliability, LongPromptWarnsWithTheNumberOfTokensDropped) {
   TempDir dir("sdt-test-cli-long");
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "word ";
-  const ToolRun r = run_tool(
+  const ToolResult r = run_tool(
       "sdturbo-cli", std::vector<std::string>{"--model", fixture("model"), "--prompt", prompt, "--width", "64",
                                               "--height", "64", "--output", (dir.path() / "long.png").string()} +
                          shared_cache());
