@@ -13,8 +13,8 @@
 //   2  KSxKS conv:        A(m, k) = x[c, oy*s - pad_top + ky, ox*s - pad_left + kx] (zero outside the map),
 //                         m = oy*out_w + ox, k = (c*KS + ky)*KS + kx (the weight's [O, C, KS, KS] order);
 //                         with upsample = 1 the input map is read as its nearest-2x upsampling (never stored);
-//                         with INPUT_NORM = 1 each value read inside the map becomes x*norm[2c] + norm[2c+1], then
-//                         SiLU when norm_silu (a group norm applied in the gather; the padding stays zero, as when
+//                         with norm_mode 1 or 2 each value read inside the map becomes x*norm[2c] + norm[2c+1],
+//                         then SiLU with 2 (a group norm applied in the gather; the padding stays zero, as when
 //                         torch pads the normalised map). C as in mode 1.
 // So a convolution is the product of its weight and an im2col matrix that is only ever formed one tile at a
 // time in local memory: the 2.4 GB im2col matrix of a 512^2 VAE layer never exists.
@@ -63,9 +63,6 @@
 #endif
 #ifndef CONV_KS
 #define CONV_KS 3
-#endif
-#ifndef INPUT_NORM
-#define INPUT_NORM 0
 #endif
 
 #define RTM (GEMM_TM / GEMM_WM)  // work-items along m
@@ -158,8 +155,10 @@ inline float4 load_a4(__global const float* restrict A, int i, int row_end, int 
 // (mode 2 ignores a_off/lda: the geometry says where x's elements are). a_vec/b_vec/c_vec: the host's promise that
 // those offsets, strides and batch strides are multiples of 4, so 4-wide vector accesses are aligned.
 // in_h, in_w, out_w, stride, pad_top, pad_left, upsample: conv geometry (mode 2 only; in_h/in_w are the stored
-// map's size, before the virtual upsampling). norm: [C, 2] (scale, shift) per input channel, read with
-// INPUT_NORM only. k_chunk: the K range of one split (a multiple of GEMM_TK, >= K without splitting).
+// map's size, before the virtual upsampling). norm: [C, 2] (scale, shift) per input channel, read when
+// norm_mode is 1 (affine) or 2 (affine, then SiLU); 0: no norm. A run-time choice rather than a build option: a
+// second program of this size costs a first start about 0.6 s of compiler time on NVIDIA's driver (measured,
+// docs/bench/2026-12-02-defer/program-build-times.txt), the branch is uniform. k_chunk: the K range of one split (a multiple of GEMM_TK, >= K without splitting).
 // global (fast tiles * RTF, slow tiles * RTS, batches * splits), local (RTF, RTS, 1).
 __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int M, const int N, const int K, __global const float* restrict A, __global const W_T* restrict B,
@@ -168,7 +167,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int a_vec, const int b_vec, const int c_vec, const int in_h, const int in_w, const int out_w,
     const int stride, const int pad_top, const int pad_left, const int upsample, const int k_chunk,
     const int splits, const int raw_sums, const int split_stride, const int batch_a, const int batch_b,
-    const int batch_c, __global const float* restrict norm, const int norm_silu) {
+    const int batch_c, __global const float* restrict norm, const int norm_mode) {
   __local float As[2][GEMM_TK][GEMM_TM + GEMM_PAD] __attribute__((aligned(16)));
   __local float Bs[2][GEMM_TK][GEMM_TN + GEMM_PAD] __attribute__((aligned(16)));
 
@@ -253,17 +252,13 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     }                                                                                                            \
     a_reg[j] = v;                                                                                                \
   }
-#if INPUT_NORM
 #define GATHER_NORM(v, ch)                                    \
   do {                                                        \
-    v = fma(v, norm[2 * (ch)], norm[2 * (ch) + 1]);           \
-    if (norm_silu) v = v / (1.0f + exp(-v));                  \
+    if (norm_mode) {                                          \
+      v = fma(v, norm[2 * (ch)], norm[2 * (ch) + 1]);         \
+      if (norm_mode == 2) v = v / (1.0f + exp(-v));           \
+    }                                                         \
   } while (0)
-#else
-#define GATHER_NORM(v, ch) \
-  do {                     \
-  } while (0)
-#endif
 #endif
 
   // Registers -> local buffer `buf` (As[k][m], Bs[k][n]: the K tile transposed so both fragments are rows).

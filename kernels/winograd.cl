@@ -39,9 +39,6 @@
 #define IN_T float
 #define LOAD_IN(p, i) ((p)[(i)])
 #endif
-#ifndef INPUT_NORM
-#define INPUT_NORM 0
-#endif
 // BIAS_T / LOAD_BIAS (BIAS_HALF), the activation codes, apply_act and epilogue come from the prelude,
 // kernels/common.cl.
 
@@ -123,13 +120,13 @@ __kernel void winograd_filter(const int O, const int C, __global const IN_T* res
 #endif
 
 // Gathers and transforms the input tiles.   x: [C, in_h, in_w] (read as [C, 2 in_h, 2 in_w] with upsample = 1);
-// norm: [C, 2] (scale, shift) with INPUT_NORM, applied (then SiLU if norm_silu) to values inside the map only;
+// norm: [C, 2] (scale, shift) with norm_mode 1, then SiLU too with 2, applied to values inside the map only (0: none);
 // V: [P][C][ldv], tile t at column t - t0. The patch of tile (ty, tx) starts at (m ty - pad_top, m tx - pad_left)
 // of the (virtual) map; outside it reads zero. global (round_up(count, ls), C).
 __kernel void winograd_input(__global const float* restrict x, const int C, const int in_h, const int in_w,
                              const int upsample, const int pad_top, const int pad_left, const int tiles_w,
                              const int t0, const int count, const int ldv, __global const float* restrict norm,
-                             const int norm_silu, __global float* restrict V) {
+                             const int norm_mode, __global float* restrict V) {
   const int tl = get_global_id(0), c = get_global_id(1);
   if (tl >= count || c >= C) return;
   const int t = t0 + tl;
@@ -137,9 +134,7 @@ __kernel void winograd_input(__global const float* restrict x, const int C, cons
   const int y0 = ty * WINO_M - pad_top, x0 = tx * WINO_M - pad_left;
   const int virt_h = in_h << upsample, virt_w = in_w << upsample;
   __global const float* plane = x + c * in_h * in_w;
-#if INPUT_NORM
-  const float scale = norm[2 * c], shift = norm[2 * c + 1];
-#endif
+  const float scale = norm_mode ? norm[2 * c] : 1.0f, shift = norm_mode ? norm[2 * c + 1] : 0.0f;
   float d[ALPHA][ALPHA];
   for (int i = 0; i < ALPHA; ++i) {
     const int iy = y0 + i;
@@ -150,10 +145,10 @@ __kernel void winograd_input(__global const float* restrict x, const int C, cons
       float v = 0.0f;
       if (row_ok && ix >= 0 && ix < virt_w) {
         v = src[ix >> upsample];
-#if INPUT_NORM
-        v = fma(v, scale, shift);
-        if (norm_silu) v = v / (1.0f + exp(-v));
-#endif
+        if (norm_mode) {
+          v = fma(v, scale, shift);
+          if (norm_mode == 2) v = v / (1.0f + exp(-v));
+        }
       }
       d[i][j] = v;
     }

@@ -84,11 +84,11 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
   Tensor v_t = empty(ctx, {head_dim, Tk});  // [D, Tk]: one head of V, transposed so P·V reads it as a weight
 
   std::size_t threads = kSoftmaxThreads;
-  std::string softmax_options;
-  cl_kernel softmax = ctx.kernel("attention", "softmax_rows");
+  std::string softmax_options = "-DSOFTMAX_ONLY=1";
+  cl_kernel softmax = ctx.kernel("attention", "softmax_rows", softmax_options);
   if (const std::size_t limit = ctx.work_group_limit(softmax); limit < threads) {
     while (threads > limit) threads /= 2;
-    softmax_options = "-DSOFTMAX_LS=" + std::to_string(threads);
+    softmax_options += " -DSOFTMAX_LS=" + std::to_string(threads);
     softmax = ctx.kernel("attention", "softmax_rows", softmax_options);
   }
 

@@ -148,7 +148,6 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  if (o.input_norm) variant += " -DINPUT_NORM=1";
   GemmConfig config = ctx.tuning().gemm(p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
@@ -197,7 +196,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
              lda, p.b_off, p.ldb, split ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride,
              p.pad_top, p.pad_left, p.upsample, k_chunk, splits, sums_only ? 1 : 0,
              raw ? p.batch * p.batch_c : p.M * p.N, p.batch_a, p.batch_b, p.batch_c, o.input_norm,
-             o.input_silu ? 1 : 0);
+             o.input_norm ? (o.input_silu ? 2 : 1) : 0);
   if (split) launch_splitk_reduce(ctx, p, o, act_code, splits, partial, config.defines() + variant);
   if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }

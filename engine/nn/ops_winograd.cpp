@@ -143,7 +143,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   const cl::Buffer M = ctx.buffer(sizeof(float) * splits * positions * O * ld);
   const std::string tile = " -DWINO_M=" + std::to_string(m);
   cl_kernel k_input =
-      ctx.kernel("winograd", "winograd_input", tile + " -DINPUT_NORM=" + (fusion.input_norm ? "1" : "0"));
+      ctx.kernel("winograd", "winograd_input", tile);
   cl_kernel k_output =
       ctx.kernel("winograd", "winograd_output", tile + " -DBIAS_HALF=" + (b && b->dtype == DType::F16 ? "1" : "0"));
   const std::size_t in_local = detail::fit_local(ctx, k_input, 64);
@@ -176,7 +176,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
     ctx.launch(k_input, cl::Range(cl::round_up(static_cast<std::size_t>(count), in_local), static_cast<std::size_t>(C)),
                cl::Range(in_local, 1), x.buffer, static_cast<int>(C), static_cast<int>(x.dim(1)),
                static_cast<int>(x.dim(2)), g.upsample2x ? 1 : 0, g.pad_top, g.pad_left, static_cast<int>(tiles_w),
-               static_cast<int>(t0), count, static_cast<int>(ld), norm, fusion.input_silu ? 1 : 0, V);
+               static_cast<int>(t0), count, static_cast<int>(ld), norm, norm ? (fusion.input_silu ? 2 : 1) : 0, V);
     p.M = count;
     detail::run_gemm(ctx, p, o, Act::None);
     ctx.launch(k_output,

@@ -131,3 +131,50 @@ TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {
                            {"[96, 2]", "[96]"});
   test::expect_shape_error([&] { nn::group_norm_affine(ctx, x, g, b, 7, 1e-5f); }, "group_norm_affine", {"7 groups"});
 }
+
+TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {
+  // The gather's norm is a kernel argument (norm_mode), not a build option: a first start compiles one program of
+  // gemm.cl's k×k convolution and one winograd_input instead of two each (about 0.6 s of NVIDIA's compiler each).
+  // Convolutions with and without the norm, taking turns on one fresh context: each equals the reference, and the
+  // ones with the norm build nothing new.
+  auto fresh = test::make_context();
+  auto& ctx = *fresh;
+  ctx.set_tuning_overrides([] {
+    cl::TuningOverrides o;
+    o.tensor_cores = cl::TensorCores::Off;
+    return o;
+  }());
+  const ref::ConvShape s = shape(32, 9, 11, 16);
+  const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F32, 70);
+  test::NormParams norm;
+  norm.groups = 8;
+  norm.silu = true;
+  norm.gamma = test::random_floats(s.C, 75, 0.5f, 1.5f);
+  norm.beta = test::random_floats(s.C, 76, -0.5f, 0.5f);
+  const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {s.C}, DType::F32);
+  const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {s.C}, DType::F32);
+  const nn::Tensor affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
+  const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, DType::F32, 4);
+  const auto programs = [&] {
+    const cl::ProgramCacheStats st = ctx.programs().stats();
+    return st.disk_hits + st.source_builds;
+  };
+  const std::size_t out_n = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
+  for (bool winograd : {false, true}) {
+    int after_plain = 0;
+    for (bool with_norm : {false, true, false}) {
+      nn::ConvFusion fusion;
+      if (with_norm) fusion.input_norm = &affine, fusion.input_silu = norm.silu;
+      const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+      const nn::Tensor y = winograd ? nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(s), fusion)
+                                    : nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
+      EXPECT_EQ(y.buffer.get(), poisoned);
+      const std::string label = std::string(winograd ? "winograd" : "gemm.cl") + (with_norm ? " with" : " without") +
+                                " the norm";
+      test::expect_close(ctx, y, test::reference_conv(l, with_norm ? &norm : nullptr, ref::Act::None, true, false),
+                         winograd ? 1e-4 : kRtol, label.c_str());
+      if (!with_norm && after_plain == 0) after_plain = programs();
+      if (with_norm) EXPECT_EQ(programs(), after_plain) << label << " built a program of its own";
+    }
+  }
+}
