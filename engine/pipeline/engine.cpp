@@ -131,34 +131,47 @@ void Engine::Impl::open() {
     bool converting = options_.weights != WeightStorage::F32;
     for (const auto& part : files_.parts)
       for (const auto& [dtype, count] : part.dtype_tensors) converting = converting || dtype != "F32";
-    // The tensor-core programs' options depend on what the device's probe finds: probed first, for real.
-    nn::probe_tensor_cores(*ctx_);
     const auto plan = [&] {
       return pipeline::plan_kernels(*ctx_, files_, storage_of(options_.weights), std::max(64, options_.prepare_width),
                                     std::max(64, options_.prepare_height), converting);
     };
-    std::vector<cl::ProgramRequest> programs = plan();
     const auto missing = [&](const std::vector<cl::ProgramRequest>& list) {
       int n = 0;
       for (const auto& p : list) n += ctx_->programs().available(p.name, p.options) ? 0 : 1;
       return n;
     };
-    const bool tensor_cores =
-        ctx_->tuning().steady_tensor_core_path(options_.weights == WeightStorage::F16) != cl::TensorCores::Off;
-    if (options_.defer_tensor_core_kernels && tensor_cores && missing(programs) > 0) {
+    // Only products with fp16 weights take the tensor cores (fp32 storage never does).
+    const bool tensor_cores = options_.weights == WeightStorage::F16 &&
+                              ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
+    std::vector<cl::ProgramRequest> programs;
+    int to_build = 0;
+    if (tensor_cores && options_.defer_tensor_core_kernels) {
+      // The portable path's plan needs no probe: on a first start (its programs missing) they start building at
+      // once and the ldmatrix probe (kernels/tc_probe.cl, a build and a launch) runs meanwhile.
+      ctx_->tuning().defer_tensor_cores(true);
+      programs = plan();
+      to_build = missing(programs);
+      if (to_build > 0) kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), programs, threads);
+      ctx_->tuning().defer_tensor_cores(false);
+    }
+    // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
+    if (tensor_cores) nn::probe_tensor_cores(*ctx_);
+    std::vector<cl::ProgramRequest> steady = plan();
+    if (kernels || (tensor_cores && options_.defer_tensor_core_kernels && missing(steady) > 0)) {
       // A first start: the tensor-core programs take the driver several times longer to build than the portable
       // ones (NVIDIA: 22 programs, about a minute of compiler time). The first images take the portable kernels;
       // the rest builds after them, on the same threads, while the user looks at the first image.
       ctx_->tuning().defer_tensor_cores(true);
-      std::vector<cl::ProgramRequest> first = plan();
-      for (auto& p : programs)
-        if (std::find(first.begin(), first.end(), p) == first.end()) deferred.push_back(std::move(p));
-      programs = std::move(first);
+      for (auto& p : steady)
+        if (std::find(programs.begin(), programs.end(), p) == programs.end()) deferred.push_back(std::move(p));
       if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+    } else {
+      programs = std::move(steady);
+      to_build = missing(programs);
     }
     progress.kernels_total = static_cast<int>(programs.size());
-    progress.kernels_to_build = missing(programs);
-    kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
+    progress.kernels_to_build = to_build;
+    if (!kernels) kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
     if (progress.kernels_to_build > 0)
       log->info("preparing {} GPU kernel programs for {} ({} from source, once)", progress.kernels_total, device_.name,
                 progress.kernels_to_build);
