@@ -145,7 +145,7 @@ Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tenso
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor out = empty(ctx, q.shape);
   const detail::TensorCores path = ctx.tuning().tensor_core_path(weights == DType::F16);
-  if (head_dim > detail::kMaxFlashHeadDim)
+  if (head_dim > detail::kMaxFlashHeadDim || !ctx.tuning().flash_attention())
     attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out, path != detail::TensorCores::Off);
   else if (path == detail::TensorCores::Off ||
            !attention_flash_tc(ctx, q, k, v, heads, head_dim, causal, scale, out, path == detail::TensorCores::Ptx))

@@ -201,6 +201,10 @@ TuningOverrides overrides_from_environment() {
         "SDT_TENSOR_CORES='{}' ignored: 0 turns the tensor cores off, 'emulated' runs their "
         "kernels' tiling without PTX",
         env);
+  if (const char* env = std::getenv("SDT_FLASH_ATTENTION"); env && std::strcmp(env, "0") == 0)
+    o.flash_attention = false;
+  else if (env && *env && std::strcmp(env, "1") != 0)
+    log::get("cl")->warn("SDT_FLASH_ATTENTION='{}' ignored: 0 runs every attention as blocked products", env);
   return o;
 }
 
@@ -241,6 +245,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
   effective_.attention = pick(explicit_.attention, environment_.attention);
   effective_.attention_block_bytes = pick(explicit_.attention_block_bytes, environment_.attention_block_bytes);
+  effective_.flash_attention = pick(explicit_.flash_attention, environment_.flash_attention);
   effective_.winograd = pick(explicit_.winograd, environment_.winograd);
   effective_.winograd_workspace_bytes = pick(explicit_.winograd_workspace_bytes, environment_.winograd_workspace_bytes);
   effective_.tuned_gemm = pick(explicit_.tuned_gemm, environment_.tuned_gemm);
@@ -253,6 +258,10 @@ TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
   if (effective_.tensor_core_features) f = *effective_.tensor_core_features;
   if (!ptx) f.ldmatrix = 0;
   return f;
+}
+
+bool Tuning::flash_attention() const {
+  return effective_.flash_attention.value_or(!tensor_cores_deferred_);
 }
 
 AttentionTcConfig Tuning::attention_tc(int head_dim, bool emulated) const {

@@ -190,6 +190,7 @@ struct TuningOverrides {
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
   std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
+  std::optional<bool> flash_attention = {};  // false: every attention as the wide heads' blocked products
   std::optional<std::size_t> attention_block_bytes = {};        // the wide-head attention's score block (0: the row's)
   std::optional<AttentionTcConfig> attention_tc = {};           // attention_tc.cl, for every head width
   std::optional<TensorCoreFeatures> tensor_core_features = {};  // ldmatrix (PTX only) and the fused split-K sum
@@ -199,8 +200,8 @@ struct TuningOverrides {
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
-// SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl without PTX). A value that breaks its kernel's
-// rules is ignored with a warning.
+// SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every
+// attention as blocked products). A value that breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------
@@ -255,6 +256,11 @@ class Tuning {
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;
 
+  // Whether heads up to 128 wide take a flash kernel (attention.cl, attention_tc.cl) rather than the blocked products
+  // of wide heads: the override, else yes except while the tensor cores are deferred (the first images of a first
+  // start need no program of their own for attention then: the blocked path's products and softmax are built for
+  // the VAE anyway, and the portable flash program would cost the start ≈ 0.4 s of NVIDIA's compiler).
+  bool flash_attention() const;
   // Flash attention for heads of this width: the override (when it holds the head), else the first of the row's
   // candidates that fits the device, else attention_fallback().
   AttentionConfig attention(int head_dim) const;

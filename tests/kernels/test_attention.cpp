@@ -125,3 +125,25 @@ TEST(Attention, WideHeadsRunInBoundedBlocksOfQueries) {
               static_cast<unsigned long long>(grown), out.bytes(), block, v_t);
   EXPECT_EQ(grown, out.bytes() + block + v_t);
 }
+
+TEST(Attention, NarrowHeadsAsBlockedProductsMatchTheReference) {
+  // The first images of a first start with the tensor cores deferred (and SDT_FLASH_ATTENTION=0) run every
+  // attention through the wide heads' blocked products: the text encoder's causal heads, the UNet's self- and
+  // cross-attention and an odd shape, against the same reference and bound as the flash kernel.
+  auto& ctx = test::kernel_context();
+  test::TuningScope blocked(ctx, [](cl::TuningOverrides& o) { o.flash_attention = false; });
+  ASSERT_FALSE(ctx.tuning().flash_attention());
+  check_attention({"clip-blocked", 77, 77, 16, 64, true, 4.0f}, 180);
+  check_attention({"self-320-blocked", 256, 256, 5, 64}, 181);
+  check_attention({"cross-320-blocked", 256, 77, 5, 64}, 182);
+  check_attention({"odd-blocked", 33, 19, 3, 40, true}, 183);
+}
+
+TEST(Attention, DeferredTensorCoresTakeTheBlockedProducts) {
+  auto& ctx = test::kernel_context();
+  EXPECT_TRUE(ctx.tuning().flash_attention());
+  ctx.tuning().defer_tensor_cores(true);
+  EXPECT_FALSE(ctx.tuning().flash_attention()) << "the first images would need the flash program";
+  ctx.tuning().defer_tensor_cores(false);
+  EXPECT_TRUE(ctx.tuning().flash_attention());
+}

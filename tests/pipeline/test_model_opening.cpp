@@ -183,10 +183,12 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
   EXPECT_FALSE(again.impl().context().tuning().tensor_cores_deferred());
   EXPECT_EQ(again.generate(request).image.rgb, switched.image.rgb);
 
-  // Each path from the start (kernels from the shared cache): the portable one without Winograd, as above.
+  // Each path from the start (kernels from the shared cache): the portable one without Winograd, as above, and its
+  // attention as blocked products (the flash program is not built for the first images).
   EngineOptions portable = layout_options(kLayouts[0], WeightStorage::F16);
   portable.tensor_cores = false;
   portable.winograd = WinogradUse::Off;
+  const EnvScope blocked("SDT_FLASH_ATTENTION", "0");
   const Result reference = Engine(portable).generate(request);
   EXPECT_EQ(first.image.rgb, reference.image.rgb) << "the first image is not the portable path's";
   EXPECT_EQ(first.image_tiny.rgb, reference.image_tiny.rgb);
