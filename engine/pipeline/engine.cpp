@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -126,12 +127,15 @@ void Engine::Impl::open() {
   // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   std::vector<cl::ProgramRequest> deferred;
+  // A first start with tensor cores: the portable programs the first images need, building while the weights load.
+  std::vector<cl::ProgramRequest> first_start_programs;
+  std::function<std::vector<cl::ProgramRequest>()> plan;
   if (options_.prepare_kernels) {
     // Only fp32 files stored as fp32 convert nothing (norms and biases are stored as fp32 in either storage).
     bool converting = options_.weights != WeightStorage::F32;
     for (const auto& part : files_.parts)
       for (const auto& [dtype, count] : part.dtype_tensors) converting = converting || dtype != "F32";
-    const auto plan = [&] {
+    plan = [this, converting] {
       return pipeline::plan_kernels(*ctx_, files_, storage_of(options_.weights), std::max(64, options_.prepare_width),
                                     std::max(64, options_.prepare_height), converting);
     };
@@ -147,27 +151,30 @@ void Engine::Impl::open() {
     int to_build = 0;
     if (tensor_cores && options_.defer_tensor_core_kernels) {
       // The portable path's plan needs no probe: on a first start (its programs missing) they start building at
-      // once and the ldmatrix probe (kernels/tc_probe.cl, a build and a launch) runs meanwhile.
+      // once, and the probe and the tensor-core path's plan come after the upload (below).
       ctx_->tuning().defer_tensor_cores(true);
       programs = plan();
       to_build = missing(programs);
-      if (to_build > 0) kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), programs, threads);
+      if (to_build > 0) {
+        kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), programs, threads);
+        first_start_programs = programs;
+      }
       ctx_->tuning().defer_tensor_cores(false);
     }
-    // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
-    if (tensor_cores) nn::probe_tensor_cores(*ctx_);
-    std::vector<cl::ProgramRequest> steady = plan();
-    if (kernels || (tensor_cores && options_.defer_tensor_core_kernels && missing(steady) > 0)) {
-      // A first start: the tensor-core programs take the driver several times longer to build than the portable
-      // ones (NVIDIA: 22 programs, about a minute of compiler time). The first images take the portable kernels;
-      // the rest builds after them, on the same threads, while the user looks at the first image.
-      ctx_->tuning().defer_tensor_cores(true);
-      for (auto& p : steady)
-        if (std::find(programs.begin(), programs.end(), p) == programs.end()) deferred.push_back(std::move(p));
-      if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
-    } else {
-      programs = std::move(steady);
-      to_build = missing(programs);
+    if (!kernels) {
+      // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
+      if (tensor_cores) nn::probe_tensor_cores(*ctx_);
+      std::vector<cl::ProgramRequest> steady = plan();
+      if (tensor_cores && options_.defer_tensor_core_kernels && missing(steady) > 0) {
+        // The tensor-core programs are missing while the portable ones are cached: the first images take those.
+        ctx_->tuning().defer_tensor_cores(true);
+        for (auto& p : steady)
+          if (std::find(programs.begin(), programs.end(), p) == programs.end()) deferred.push_back(std::move(p));
+        if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+      } else {
+        programs = std::move(steady);
+        to_build = missing(programs);
+      }
     }
     progress.kernels_total = static_cast<int>(programs.size());
     progress.kernels_to_build = to_build;
@@ -200,6 +207,18 @@ void Engine::Impl::open() {
   }
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
+  if (!first_start_programs.empty()) {
+    // A first start: the first images take the portable kernels building now, the tensor-core programs build after
+    // them. The probe (its program in the compiler's queue with the portable ones) and their plan come here, after
+    // the upload rather than before it.
+    nn::probe_tensor_cores(*ctx_);
+    std::vector<cl::ProgramRequest> steady = plan();
+    ctx_->tuning().defer_tensor_cores(true);
+    for (auto& p : steady)
+      if (std::find(first_start_programs.begin(), first_start_programs.end(), p) == first_start_programs.end())
+        deferred.push_back(std::move(p));
+    if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+  }
   if (kernels) {
     const auto wait_start = Clock::now();
     if (!kernels->wait([&](int) { report(); }, options_.cancel))
