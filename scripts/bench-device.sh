@@ -11,7 +11,8 @@
 # SDT_TORCH_PEER=0 skips the PyTorch peer (scripts/torch_peer.py on the same GPU, with the diffusers source the
 # bundle carries); SDT_DEVICE_TESTS=0 skips the correctness checks; SDT_TEST_FILTER narrows them (a gtest filter).
 # SDT_BENCH_OPEN=0 skips the opening of real files (last section), SDT_BENCH_OPEN_ONLY=1 runs only that section
-# (about 3 minutes). SDT_BENCH_BEFORE=PATH compares an earlier sdturbo-bench with this one in the same call (below).
+# (about 3 minutes), SDT_BENCH_OPEN_VERBOSE=1 logs its starts with timestamps (each program built, the probe).
+# SDT_BENCH_BEFORE=PATH compares an earlier sdturbo-bench with this one in the same call (below).
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -153,9 +154,12 @@ if [ "${SDT_BENCH_OPEN:-1}" != 0 ] && [ -x "$bench" ] && [ -x "$bundle/bin/sdtur
     for layout in fp32 fp16 single; do
       for weights in fp16 fp32; do
         tag=open-$layout-$weights
+        # The page cache warm, as the targets say: the files read once before (writing them may have left only
+        # part in memory; the first starts of 2026-12-02 read at 0.6-2.9 GB/s, the second starts at 15-31).
+        find "$(layout_path $layout)" -type f -exec cat {} + >/dev/null
         CUDA_CACHE_PATH=$(mktemp -d "$models/cuda-cache-XXXXXX") timeout 60 "$bench" --device "$gpu" \
           --model "$(layout_path $layout)" --weights "$weights" --width "$size" --height "$size" --cold --runs 0 --warmup 0 \
-          --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
+          ${SDT_BENCH_OPEN_VERBOSE:+--verbose} --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
         echo "$tag: exit $? ($((SECONDS - section_start)) s)"
       done
     done
