@@ -142,8 +142,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   const cl::Buffer V = ctx.buffer(sizeof(float) * positions * C * ld);
   const cl::Buffer M = ctx.buffer(sizeof(float) * splits * positions * O * ld);
   const std::string tile = " -DWINO_M=" + std::to_string(m);
-  cl_kernel k_input =
-      ctx.kernel("winograd", "winograd_input", tile);
+  cl_kernel k_input = ctx.kernel("winograd", "winograd_input", tile);
   cl_kernel k_output =
       ctx.kernel("winograd", "winograd_output", tile + " -DBIAS_HALF=" + (b && b->dtype == DType::F16 ? "1" : "0"));
   const std::size_t in_local = detail::fit_local(ctx, k_input, 64);

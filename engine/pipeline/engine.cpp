@@ -145,8 +145,8 @@ void Engine::Impl::open() {
       return n;
     };
     // Only products with fp16 weights take the tensor cores (fp32 storage never does).
-    const bool tensor_cores = options_.weights == WeightStorage::F16 &&
-                              ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
+    const bool tensor_cores =
+        options_.weights == WeightStorage::F16 && ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
     std::vector<cl::ProgramRequest> programs;
     int to_build = 0;
     if (tensor_cores && options_.defer_tensor_core_kernels) {

@@ -190,7 +190,7 @@ struct TuningOverrides {
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
   std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
-  std::optional<bool> flash_attention = {};  // false: every attention as the wide heads' blocked products
+  std::optional<bool> flash_attention = {};                     // false: every attention as blocked products
   std::optional<std::size_t> attention_block_bytes = {};        // the wide-head attention's score block (0: the row's)
   std::optional<AttentionTcConfig> attention_tc = {};           // attention_tc.cl, for every head width
   std::optional<TensorCoreFeatures> tensor_core_features = {};  // ldmatrix (PTX only) and the fused split-K sum

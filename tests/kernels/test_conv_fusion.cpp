@@ -169,8 +169,8 @@ TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {
       const nn::Tensor y = winograd ? nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(s), fusion)
                                     : nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
       EXPECT_EQ(y.buffer.get(), poisoned);
-      const std::string label = std::string(winograd ? "winograd" : "gemm.cl") + (with_norm ? " with" : " without") +
-                                " the norm";
+      const std::string label =
+          std::string(winograd ? "winograd" : "gemm.cl") + (with_norm ? " with" : " without") + " the norm";
       test::expect_close(ctx, y, test::reference_conv(l, with_norm ? &norm : nullptr, ref::Act::None, true, false),
                          winograd ? 1e-4 : kRtol, label.c_str());
       if (!with_norm && after_plain == 0) after_plain = programs();
