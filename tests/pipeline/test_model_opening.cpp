@@ -168,7 +168,9 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
     // A cancelled wait stops no build: the switch still comes. (Whether the builds are still running here depends
     // on the OpenCL implementation's own compiler cache; when they are, a wait that stopped them would never end.)
     const std::atomic<bool> raised{true};
-    (void)engine.wait_for_kernels(&raised);
+    const bool ended = engine.wait_for_kernels(&raised);
+    EXPECT_EQ(engine.impl().context().tuning().tensor_cores_deferred(), !ended)
+        << "a cancelled wait said the switch " << (ended ? "came" : "did not come") << ", the engine says otherwise";
     EXPECT_EQ(first.timings.kernel_build_ms, 0) << "the first image built a program the portable plan missed";
     ASSERT_TRUE(engine.wait_for_kernels());
     EXPECT_FALSE(engine.impl().context().tuning().tensor_cores_deferred());
