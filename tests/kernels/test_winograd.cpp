@@ -159,6 +159,38 @@ TEST(Winograd, FilterTransformReadsFp16Weights) {
                      "winograd filter from fp16 weights");
 }
 
+TEST(Winograd, TheFilterAndTheConvolutionShareOneProgramPerStorage) {
+  // winograd.cl's three kernels are one program: a layer's filter transform at load and its convolutions must ask
+  // for it with the same options, or a first start compiles the file three times (fp32 storage had three
+  // winograd.cl programs in its plan). Per storage, on a fresh context: the programs a transform and a convolution
+  // ask for (planned: nothing built) hold one of winograd.cl; then the two run, and the result equals the reference.
+  auto fresh = test::make_context();
+  auto& ctx = *fresh;
+  ctx.set_tuning_overrides([] {
+    cl::TuningOverrides o;
+    o.tensor_cores = cl::TensorCores::Off;
+    return o;
+  }());
+  const ref::ConvShape s = test::conv_shape(24, 10, 7, 16);
+  const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F32, 80);
+  for (DType storage : {DType::F32, DType::F16}) {
+    const int m = nn::winograd_tile(ctx, storage);
+    ctx.begin_planning();
+    (void)nn::conv2d_winograd(ctx, l.x, nn::winograd_filter(ctx, l.w.tensor, storage, m), &l.b.tensor,
+                              test::geometry(s));
+    int winograd_programs = 0;
+    for (const cl::ProgramRequest& p : ctx.end_planning()) winograd_programs += p.name == "winograd" ? 1 : 0;
+    EXPECT_EQ(winograd_programs, 1) << test::storage_name(storage);
+
+    const nn::Tensor u = nn::winograd_filter(ctx, l.w.tensor, storage, m);
+    const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(s.O) * s.out_h() * s.out_w() * 4);
+    const nn::Tensor y = nn::conv2d_winograd(ctx, l.x, u, &l.b.tensor, test::geometry(s));
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    test::expect_close(ctx, y, test::reference_conv(l, nullptr, ref::Act::None, true, false), rtol(m, storage),
+                       test::storage_name(storage));
+  }
+}
+
 TEST(Winograd, ErrorAgainstDirectConvolutionAtVaeWidth) {
   // The error the fast path adds, stated against the direct path (gemm.cl) on the same layer: both against the
   // double reference, and the two against each other.
