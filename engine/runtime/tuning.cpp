@@ -38,7 +38,11 @@ const TuningRow kTable[] = {
         // Tensor cores where the compute capability is 8.0 or later.
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
-        .gemm = {.linear = {128, 64, 16, 8, 4, 4}, .conv = {128, 64, 16, 8, 4, 4}},
+        // While the tensor cores are deferred, 64×64 tiles of 4×4: NVIDIA's compiler builds the first images' four
+        // gemm.cl programs in 1.42 s instead of 2.41 s (one at a time, 2026-12-02); slower products, for them only.
+        .gemm = {.linear = {128, 64, 16, 8, 4, 4},
+                 .conv = {128, 64, 16, 8, 4, 4},
+                 .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
         // 64 keys, 46 with 2 warps, 42 with 8); the fused split-K sum stays off: slower on the H200 wherever K is
         // split (UNet 1280 @16x16: 45 TFLOP/s against 80 with the reduce launch). docs/bench/2026-12-01-k16-*.
@@ -278,7 +282,8 @@ bool Tuning::fits(int threads, std::size_t local_bytes) const {
 GemmConfig Tuning::gemm(GemmMode mode) const {
   if (effective_.gemm) return *effective_.gemm;
   const GemmRow& gemm = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
-  const GemmConfig& config = mode == GemmMode::Linear ? gemm.linear : gemm.conv;
+  const GemmConfig& config =
+      tensor_cores_deferred_ && gemm.deferred ? *gemm.deferred : mode == GemmMode::Linear ? gemm.linear : gemm.conv;
   return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
 }
 

@@ -119,6 +119,9 @@ struct TensorCoreFeatures {
 struct GemmRow {
   GemmConfig linear;  // GemmMode::Linear
   GemmConfig conv;    // GemmMode::Conv1x1 and GemmMode::Conv
+  // While the tensor cores are deferred (the first images of a first start), every product's tiles, if set: tiles
+  // whose kernel NVIDIA's compiler builds sooner (the first images' programs are not the steady path).
+  std::optional<GemmConfig> deferred = {};
 };
 
 struct TensorCoreRow {
@@ -218,7 +221,8 @@ class Tuning {
   const TuningOverrides& overrides() const { return explicit_; }
   void set_overrides(const TuningOverrides& overrides);
 
-  // kernels/gemm.cl for this mode: the override, else the row's, shrunk to gemm_fallback() when it does not fit.
+  // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the tensor cores are
+  // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
   // 64 work-items (every OpenCL GPU runs that), then 16 for anything smaller: for a built kernel whose
   // CL_KERNEL_WORK_GROUP_SIZE is below the chosen configuration's thread count.

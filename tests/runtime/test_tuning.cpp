@@ -84,6 +84,22 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   }
   for (const auto* t : {&h200, &radeon, &pocl})
     for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) EXPECT_TRUE(t->gemm(mode).valid());
+  // While the tensor cores are deferred (a first start's first images), NVIDIA's row builds gemm.cl with 64×64 tiles
+  // of 4×4, which compile faster; the other rows never defer and keep their tiles; an explicit tile still wins.
+  Tuning first(kH200, true), radeon_first(kRadeon, false);
+  first.defer_tensor_cores(true);
+  radeon_first.defer_tensor_cores(true);
+  for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) {
+    EXPECT_EQ(first.gemm(mode), (GemmConfig{64, 64, 16, 4, 4, 4}));
+    EXPECT_EQ(radeon_first.gemm(mode), radeon.gemm(mode));
+  }
+  cl::TuningOverrides pinned;
+  pinned.gemm = GemmConfig{32, 32, 16, 4, 4, 4};
+  first.set_overrides(pinned);
+  EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{32, 32, 16, 4, 4, 4}));
+  first.set_overrides({});
+  first.defer_tensor_cores(false);
+  EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{128, 64, 16, 8, 4, 4}));
 
   // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key row needs 55 KB, more than 48 KB), 32
   // queries up to 128 wide; on a device with room, GPUs take 64 keys and CPUs do not.
