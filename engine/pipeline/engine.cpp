@@ -127,9 +127,17 @@ void Engine::Impl::open() {
   // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   std::vector<cl::ProgramRequest> deferred;
-  // A first start with tensor cores: the portable programs the first images need, building while the weights load.
-  std::vector<cl::ProgramRequest> first_start_programs;
+  // A first start with tensor cores: the probe and the tensor-core path's plan come after the upload (below).
+  bool probe_after_upload = false;
   std::function<std::vector<cl::ProgramRequest>()> plan;
+  // The programs of the steady plan that the first images' plan lacks: built after the first image, which takes the
+  // portable path meanwhile (nothing to defer: the deferral ends here).
+  const auto defer_the_rest = [&](std::vector<cl::ProgramRequest> steady, const std::vector<cl::ProgramRequest>& first) {
+    ctx_->tuning().defer_tensor_cores(true);
+    for (auto& p : steady)
+      if (std::find(first.begin(), first.end(), p) == first.end()) deferred.push_back(std::move(p));
+    if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+  };
   if (options_.prepare_kernels) {
     // Only fp32 files stored as fp32 convert nothing (norms and biases are stored as fp32 in either storage).
     bool converting = options_.weights != WeightStorage::F32;
@@ -147,38 +155,28 @@ void Engine::Impl::open() {
     // Only products with fp16 weights take the tensor cores (fp32 storage never does).
     const bool tensor_cores =
         options_.weights == WeightStorage::F16 && ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
+    const bool defer = tensor_cores && options_.defer_tensor_core_kernels;
     std::vector<cl::ProgramRequest> programs;
-    int to_build = 0;
-    if (tensor_cores && options_.defer_tensor_core_kernels) {
-      // The portable path's plan needs no probe: on a first start (its programs missing) they start building at
-      // once, and the probe and the tensor-core path's plan come after the upload (below).
+    if (defer) {
+      // The first images' plan (the portable path) needs no probe: on a first start its programs start building at
+      // once; with them cached, the tensor-core programs may still be missing (checked after the probe).
       ctx_->tuning().defer_tensor_cores(true);
       programs = plan();
-      to_build = missing(programs);
-      if (to_build > 0) {
-        kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), programs, threads);
-        first_start_programs = programs;
-      }
       ctx_->tuning().defer_tensor_cores(false);
+      probe_after_upload = missing(programs) > 0;
     }
-    if (!kernels) {
+    if (!probe_after_upload) {
       // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
       if (tensor_cores) nn::probe_tensor_cores(*ctx_);
       std::vector<cl::ProgramRequest> steady = plan();
-      if (tensor_cores && options_.defer_tensor_core_kernels && missing(steady) > 0) {
-        // The tensor-core programs are missing while the portable ones are cached: the first images take those.
-        ctx_->tuning().defer_tensor_cores(true);
-        for (auto& p : steady)
-          if (std::find(programs.begin(), programs.end(), p) == programs.end()) deferred.push_back(std::move(p));
-        if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
-      } else {
+      if (defer && missing(steady) > 0)
+        defer_the_rest(std::move(steady), programs);
+      else
         programs = std::move(steady);
-        to_build = missing(programs);
-      }
     }
     progress.kernels_total = static_cast<int>(programs.size());
-    progress.kernels_to_build = to_build;
-    if (!kernels) kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
+    progress.kernels_to_build = missing(programs);
+    kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
     if (progress.kernels_to_build > 0)
       log->info("preparing {} GPU kernel programs for {} ({} from source, once)", progress.kernels_total, device_.name,
                 progress.kernels_to_build);
@@ -207,17 +205,12 @@ void Engine::Impl::open() {
   }
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
-  if (!first_start_programs.empty()) {
+  if (probe_after_upload) {
     // A first start: the first images take the portable kernels building now, the tensor-core programs build after
     // them. The probe (its program in the compiler's queue with the portable ones) and their plan come here, after
     // the upload rather than before it.
     nn::probe_tensor_cores(*ctx_);
-    std::vector<cl::ProgramRequest> steady = plan();
-    ctx_->tuning().defer_tensor_cores(true);
-    for (auto& p : steady)
-      if (std::find(first_start_programs.begin(), first_start_programs.end(), p) == first_start_programs.end())
-        deferred.push_back(std::move(p));
-    if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+    defer_the_rest(plan(), kernels->requests());
   }
   if (kernels) {
     const auto wait_start = Clock::now();

@@ -132,6 +132,7 @@ class ProgramPreparation {
   ProgramPreparation& operator=(const ProgramPreparation&) = delete;
 
   int total() const { return static_cast<int>(requests_.size()); }
+  const std::vector<ProgramRequest>& requests() const { return requests_; }  // as given, in order
   int done() const;
   // Waits until every program is done, calling on_progress(done) on this thread whenever the count moves. Returns
   // false once `cancel` is raised (checked at least every 50 ms), having let no further build start if
