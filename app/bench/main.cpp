@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
       const bool first_on_tensor_cores = engine->tensor_cores();
       engine->generate(first, {}, cancel);
       const double first_ms = ms_since(t1);
-      // A first start's deferred tensor-core programs (EngineOptions::defer_tensor_core_kernels): when the engine
+      // A first start's deferred steady-path programs (EngineOptions::defer_steady_kernels): when the engine
       // runs at full speed, from the start.
       const int deferred = engine->load_timings().kernels_deferred;
       engine->wait_for_kernels(cancel);
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
       std::printf("%-34s open %8.1f ms, first image %8.1f ms (%s), start to image %8.1f ms\n", what, open_ms, first_ms,
                   first_on_tensor_cores ? "tensor cores" : "portable kernels", open_ms + first_ms);
       if (deferred > 0)
-        std::printf("%-34s   %d tensor-core programs built after opening: all ready %.1f ms after the start\n", "",
+        std::printf("%-34s   %d steady-path programs built after opening: all ready %.1f ms after the start\n", "",
                     deferred, full_speed_ms);
       std::printf(
           "%-34s   files checked %.1f ms; weights %.1f ms: read %.2f GB in %.1f ms (%.2f GB/s, %d threads), "
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
     } else {
       engine = std::make_unique<sdt::Engine>(eo);
     }
-    // The runs measure the steady path: a first start's tensor-core programs are waited for.
+    // The runs measure the steady path: a first start's steady-path programs are waited for.
     engine->wait_for_kernels(cancel);
     report["device"] = {{"name", engine->device().name},
                         {"vendor", engine->device().vendor},

@@ -127,16 +127,21 @@ void Engine::Impl::open() {
   // Distinct programs build in parallel; the compilers of NVIDIA, AMD and PoCL take several threads.
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   std::vector<cl::ProgramRequest> deferred;
-  // A first start with tensor cores: the probe and the tensor-core path's plan come after the upload (below).
-  bool probe_after_upload = false;
+  // A first start with quicker programs for the first images: the tensor-core probe and the steady path's plan come
+  // after the upload (below).
+  bool steady_plan_after_upload = false;
+  // Only products with fp16 weights take the tensor cores (fp32 storage never does).
+  const bool tensor_cores =
+      options_.weights == WeightStorage::F16 && ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
   std::function<std::vector<cl::ProgramRequest>()> plan;
   // The programs of the steady plan that the first images' plan lacks: built after the first image, which takes the
   // portable path meanwhile (nothing to defer: the deferral ends here).
-  const auto defer_the_rest = [&](std::vector<cl::ProgramRequest> steady, const std::vector<cl::ProgramRequest>& first) {
-    ctx_->tuning().defer_tensor_cores(true);
+  const auto defer_the_rest = [&](std::vector<cl::ProgramRequest> steady,
+                                  const std::vector<cl::ProgramRequest>& first) {
+    ctx_->tuning().defer_steady_path(true);
     for (auto& p : steady)
       if (std::find(first.begin(), first.end(), p) == first.end()) deferred.push_back(std::move(p));
-    if (deferred.empty()) ctx_->tuning().defer_tensor_cores(false);
+    if (deferred.empty()) ctx_->tuning().defer_steady_path(false);
   };
   if (options_.prepare_kernels) {
     // Only fp32 files stored as fp32 convert nothing (norms and biases are stored as fp32 in either storage).
@@ -152,20 +157,19 @@ void Engine::Impl::open() {
       for (const auto& p : list) n += ctx_->programs().available(p.name, p.options) ? 0 : 1;
       return n;
     };
-    // Only products with fp16 weights take the tensor cores (fp32 storage never does).
-    const bool tensor_cores =
-        options_.weights == WeightStorage::F16 && ctx_->tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
-    const bool defer = tensor_cores && options_.defer_tensor_core_kernels;
+    // Deferred: the tensor cores' programs, or on a device whose row has quicker tiles for the first images, the
+    // steady tiles' and the flash attention's (fp32 storage too).
+    const bool defer = options_.defer_steady_kernels && (tensor_cores || ctx_->tuning().deferred_gemm().has_value());
     std::vector<cl::ProgramRequest> programs;
     if (defer) {
       // The first images' plan (the portable path) needs no probe: on a first start its programs start building at
-      // once; with them cached, the tensor-core programs may still be missing (checked after the probe).
-      ctx_->tuning().defer_tensor_cores(true);
+      // once; with them cached, the steady path's programs may still be missing (checked after the probe).
+      ctx_->tuning().defer_steady_path(true);
       programs = plan();
-      ctx_->tuning().defer_tensor_cores(false);
-      probe_after_upload = missing(programs) > 0;
+      ctx_->tuning().defer_steady_path(false);
+      steady_plan_after_upload = missing(programs) > 0;
     }
-    if (!probe_after_upload) {
+    if (!steady_plan_after_upload) {
       // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
       if (tensor_cores) nn::probe_tensor_cores(*ctx_);
       std::vector<cl::ProgramRequest> steady = plan();
@@ -205,11 +209,11 @@ void Engine::Impl::open() {
   }
   ctx_->finish();
   load_.upload_ms = ms_since(upload_start);
-  if (probe_after_upload) {
-    // A first start: the first images take the portable kernels building now, the tensor-core programs build after
-    // them. The probe (its program in the compiler's queue with the portable ones) and their plan come here, after
-    // the upload rather than before it.
-    nn::probe_tensor_cores(*ctx_);
+  if (steady_plan_after_upload) {
+    // A first start: the first images take the portable kernels building now, the steady path's programs build
+    // after them. The probe (its program in the compiler's queue with the portable ones) and their plan come here,
+    // after the upload rather than before it.
+    if (tensor_cores) nn::probe_tensor_cores(*ctx_);
     defer_the_rest(plan(), kernels->requests());
   }
   if (kernels) {
@@ -225,7 +229,7 @@ void Engine::Impl::open() {
   if (!deferred.empty()) {
     // Started once the first image is done (start_deferred_kernels), so that it has the CPU to itself.
     load_.kernels_deferred = static_cast<int>(deferred.size());
-    log->info("the first images use the portable kernels while {} tensor-core programs build", deferred.size());
+    log->info("the first images use quicker kernels while {} programs of the steady path build", deferred.size());
     deferred_requests_ = std::move(deferred);
     deferred_threads_ = threads;
   }
@@ -350,7 +354,7 @@ void Engine::Impl::start_deferred_kernels() {
 }
 
 bool Engine::Impl::end_deferral(bool wait, const std::atomic<bool>* cancel) {
-  if (!ctx_ || !ctx_->tuning().tensor_cores_deferred()) return true;
+  if (!ctx_ || !ctx_->tuning().steady_path_deferred()) return true;
   if (!deferred_kernels_) {
     if (!wait) return false;
     start_deferred_kernels();
@@ -364,11 +368,11 @@ bool Engine::Impl::end_deferral(bool wait, const std::atomic<bool>* cancel) {
   load_.kernel_build_ms += deferred_kernels_->build_ms();
   deferred_kernels_.reset();
   load_.deferred_kernels_ready_ms = ms_since(open_start_);
-  ctx_->tuning().defer_tensor_cores(false);
+  ctx_->tuning().defer_steady_path(false);
   // Prompts encoded on the portable kernels: encoded again, so an image's every stage is the new path's.
   if (pipeline_) pipeline_->prompt_cache().clear();
   log::get("engine")->info(
-      "the tensor-core programs are ready ({:.1f} s after opening began); the next images use them",
+      "the steady path's programs are ready ({:.1f} s after opening began); the next images use them",
       load_.deferred_kernels_ready_ms / 1000.0);
   return true;
 }

@@ -45,8 +45,8 @@ struct Engine::Impl {
   KernelPaths paths_;
   std::unique_ptr<cl::Context> ctx_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
-  // A first start's tensor-core programs, building on other threads after the first image while the products run the
-  // portable kernels (EngineOptions::defer_tensor_core_kernels). After ctx_, so it stops (waiting for the builds
+  // A first start's steady-path programs, building on other threads after the first image while the products run the
+  // first images' kernels (EngineOptions::defer_steady_kernels). After ctx_, so it stops (waiting for the builds
   // running) before the context goes.
   std::unique_ptr<cl::ProgramPreparation> deferred_kernels_;
   std::vector<cl::ProgramRequest> deferred_requests_;  // until the first generation is done

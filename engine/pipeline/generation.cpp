@@ -235,7 +235,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     log::get("engine")->warn("re-opening the device and re-uploading the model after the last failure");
     open();
   }
-  // Between two images, never within one: the tensor-core programs of a first start, once all are built; they
+  // Between two images, never within one: the steady path's programs of a first start, once all are built; they
   // start building when the first generation ends, however it ends.
   (void)end_deferral(false);
   struct StartDeferred {
@@ -244,13 +244,13 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
       try {
         impl.start_deferred_kernels();
       } catch (const std::exception& e) {  // no thread to be had: the next wait_for_kernels() tries again
-        log::get("engine")->warn("the tensor-core programs could not start building: {}", e.what());
+        log::get("engine")->warn("the steady path's programs could not start building: {}", e.what());
       }
     }
   } start_deferred{*this};
 
   cl::Context& ctx = *ctx_;
-  // Builds of the deferred tensor-core programs on other threads are not this generation's.
+  // Builds of the deferred steady-path programs on other threads are not this generation's.
   const auto background_ms = [this] { return deferred_kernels_ ? deferred_kernels_->build_ms() : 0.0; };
   const double build_ms_before = ctx.programs().stats().build_ms - background_ms();
   const int disk_hits_before = ctx.programs().stats().disk_hits;

@@ -38,7 +38,7 @@ const TuningRow kTable[] = {
         // Tensor cores where the compute capability is 8.0 or later.
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
-        // While the tensor cores are deferred, 64×64 tiles of 4×4: NVIDIA's compiler builds the first images' four
+        // While the steady path is deferred, 64×64 tiles of 4×4: NVIDIA's compiler builds the first images' four
         // gemm.cl programs in 1.42 s instead of 2.41 s (one at a time, 2026-12-02); slower products, for them only.
         .gemm = {.linear = {128, 64, 16, 8, 4, 4},
                  .conv = {128, 64, 16, 8, 4, 4},
@@ -189,6 +189,10 @@ TuningOverrides overrides_from_environment() {
     o.gemm = config_from_env<GemmConfig, 5>("SDT_GEMM_TILE", "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
       return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
     });
+  o.deferred_gemm =
+      config_from_env<GemmConfig, 5>("SDT_FIRST_GEMM_TILE", "tm,tn,tk,wm,wn", "gemm.cl", [](const auto& v) {
+        return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
+      });
   o.tensor_core_tiles =
       config_from_env<TcConfig, 4>("SDT_TC_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
         return TcConfig{v[0], v[1], v[2], v[3]};
@@ -244,6 +248,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   explicit_ = overrides;
   auto pick = [](const auto& a, const auto& b) { return a ? a : b; };
   effective_.gemm = pick(explicit_.gemm, environment_.gemm);
+  effective_.deferred_gemm = pick(explicit_.deferred_gemm, environment_.deferred_gemm);
   effective_.gemm_splits = pick(explicit_.gemm_splits, environment_.gemm_splits);
   effective_.tensor_cores = pick(explicit_.tensor_cores, environment_.tensor_cores);
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
@@ -265,7 +270,7 @@ TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
 }
 
 bool Tuning::flash_attention() const {
-  return effective_.flash_attention.value_or(!tensor_cores_deferred_);
+  return effective_.flash_attention.value_or(!steady_path_deferred_);
 }
 
 AttentionTcConfig Tuning::attention_tc(int head_dim, bool emulated) const {
@@ -282,9 +287,14 @@ bool Tuning::fits(int threads, std::size_t local_bytes) const {
 GemmConfig Tuning::gemm(GemmMode mode) const {
   if (effective_.gemm) return *effective_.gemm;
   const GemmRow& gemm = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
-  const GemmConfig& config =
-      tensor_cores_deferred_ && gemm.deferred ? *gemm.deferred : mode == GemmMode::Linear ? gemm.linear : gemm.conv;
+  const std::optional<GemmConfig> deferred = steady_path_deferred_ ? deferred_gemm() : std::nullopt;
+  const GemmConfig& config = deferred ? *deferred : mode == GemmMode::Linear ? gemm.linear : gemm.conv;
   return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
+}
+
+std::optional<GemmConfig> Tuning::deferred_gemm() const {
+  if (effective_.deferred_gemm) return effective_.deferred_gemm;
+  return effective_.tuned_gemm ? effective_.tuned_gemm->deferred : row_->gemm.deferred;
 }
 
 GemmConfig Tuning::gemm_fallback(std::size_t max_threads) {
@@ -310,7 +320,7 @@ int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
 }
 
 TensorCores Tuning::tensor_core_path(bool b_half) const {
-  return tensor_cores_deferred_ ? TensorCores::Off : steady_tensor_core_path(b_half);
+  return steady_path_deferred_ ? TensorCores::Off : steady_tensor_core_path(b_half);
 }
 
 TensorCores Tuning::steady_tensor_core_path(bool b_half) const {

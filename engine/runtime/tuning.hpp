@@ -119,7 +119,7 @@ struct TensorCoreFeatures {
 struct GemmRow {
   GemmConfig linear;  // GemmMode::Linear
   GemmConfig conv;    // GemmMode::Conv1x1 and GemmMode::Conv
-  // While the tensor cores are deferred (the first images of a first start), every product's tiles, if set: tiles
+  // While the steady path is deferred (the first images of a first start), every product's tiles, if set: tiles
   // whose kernel NVIDIA's compiler builds sooner (the first images' programs are not the steady path).
   std::optional<GemmConfig> deferred = {};
 };
@@ -189,6 +189,7 @@ const TuningRow& tuning_row(const DeviceInfo& info);
 
 struct TuningOverrides {
   std::optional<GemmConfig> gemm = {};           // every gemm.cl product
+  std::optional<GemmConfig> deferred_gemm = {};  // while the steady path is deferred (the row's GemmRow::deferred)
   std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
@@ -202,9 +203,10 @@ struct TuningOverrides {
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
 };
 
-// SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and
-// SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every
-// attention as blocked products). A value that breaks its kernel's rules is ignored with a warning.
+// SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
+// SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
+// gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products). A value
+// that breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------
@@ -221,9 +223,12 @@ class Tuning {
   const TuningOverrides& overrides() const { return explicit_; }
   void set_overrides(const TuningOverrides& overrides);
 
-  // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the tensor cores are
+  // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the steady path is
   // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
+  // The tiles of the first images while the steady path is deferred: the override, else the row's (none when the
+  // tuner's tiles replace the row's); nullopt: the first images take the steady tiles.
+  std::optional<GemmConfig> deferred_gemm() const;
   // 64 work-items (every OpenCL GPU runs that), then 16 for anything smaller: for a built kernel whose
   // CL_KERNEL_WORK_GROUP_SIZE is below the chosen configuration's thread count.
   static GemmConfig gemm_fallback(std::size_t max_threads);
@@ -235,14 +240,15 @@ class Tuning {
   bool device_has_tensor_cores() const { return tensor_cores_; }
   // The path of a product whose weight is fp16 (b_half) or not: the override if set (never for fp32 weights); else
   // Ptx when the weight is fp16 and the device has tensor cores; else Off.
-  // While deferred (see defer_tensor_cores()), Off.
+  // While deferred (see defer_steady_path()), Off.
   TensorCores tensor_core_path(bool b_half) const;
   // The path products take once the deferral ends: what load-time choices (which layers run as Winograd) follow.
   TensorCores steady_tensor_core_path(bool b_half) const;
-  // A first start builds the tensor-core programs after the first image's portable ones: until they are ready the
-  // products run the portable kernels (pipeline/engine.cpp). Changed between generations only.
-  void defer_tensor_cores(bool deferred) { tensor_cores_deferred_ = deferred; }
-  bool tensor_cores_deferred() const { return tensor_cores_deferred_; }
+  // A first start builds the steady path's programs (the tensor cores', the row's own tiles, flash attention) after
+  // the first image's quicker ones: until they are ready the products run the portable kernels on the row's
+  // deferred tiles, attention as blocked products (pipeline/engine.cpp). Changed between generations only.
+  void defer_steady_path(bool deferred) { steady_path_deferred_ = deferred; }
+  bool steady_path_deferred() const { return steady_path_deferred_; }
   // For an M × N product of this mode: the override, else the row's big tiles for k×k convolutions and for other
   // products whose big tiles alone fill the device, the small ones otherwise and whenever M or N is 64 or less
   // (split-K adds work-groups to either).
@@ -261,7 +267,7 @@ class Tuning {
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;
 
   // Whether heads up to 128 wide take a flash kernel (attention.cl, attention_tc.cl) rather than the blocked products
-  // of wide heads: the override, else yes except while the tensor cores are deferred (the first images of a first
+  // of wide heads: the override, else yes except while the steady path is deferred (the first images of a first
   // start need no program of their own for attention then: the blocked path's products and softmax are built for
   // the VAE anyway, and the portable flash program would cost the start ≈ 0.4 s of NVIDIA's compiler).
   bool flash_attention() const;
@@ -285,7 +291,7 @@ class Tuning {
   std::size_t compute_units_;
   bool tensor_cores_;
   bool ptx_rejected_ = false;
-  bool tensor_cores_deferred_ = false;
+  bool steady_path_deferred_ = false;
   std::optional<int> ldmatrix_;
   TuningOverrides environment_;
   TuningOverrides explicit_;

@@ -142,8 +142,8 @@ TEST(Attention, NarrowHeadsAsBlockedProductsMatchTheReference) {
 TEST(Attention, DeferredTensorCoresTakeTheBlockedProducts) {
   auto& ctx = test::kernel_context();
   EXPECT_TRUE(ctx.tuning().flash_attention());
-  ctx.tuning().defer_tensor_cores(true);
+  ctx.tuning().defer_steady_path(true);
   EXPECT_FALSE(ctx.tuning().flash_attention()) << "the first images would need the flash program";
-  ctx.tuning().defer_tensor_cores(false);
+  ctx.tuning().defer_steady_path(false);
   EXPECT_TRUE(ctx.tuning().flash_attention());
 }

@@ -174,7 +174,9 @@ TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {
       test::expect_close(ctx, y, test::reference_conv(l, with_norm ? &norm : nullptr, ref::Act::None, true, false),
                          winograd ? 1e-4 : kRtol, label.c_str());
       if (!with_norm && after_plain == 0) after_plain = programs();
-      if (with_norm) EXPECT_EQ(programs(), after_plain) << label << " built a program of its own";
+      if (with_norm) {
+        EXPECT_EQ(programs(), after_plain) << label << " built a program of its own";
+      }
     }
   }
 }

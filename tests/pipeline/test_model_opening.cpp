@@ -162,18 +162,18 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
     const LoadTimings& t = engine.load_timings();
     EXPECT_GT(t.kernels_deferred, 0) << "nothing was left to build after opening";
     EXPECT_EQ(t.kernels_built_while_opening, t.kernels_prepared);
-    EXPECT_TRUE(engine.impl().context().tuning().tensor_cores_deferred());
+    EXPECT_TRUE(engine.impl().context().tuning().steady_path_deferred());
     EXPECT_EQ(engine.kernel_paths().winograd_layers, 0) << "layers loaded for the portable path they leave later";
     first = engine.generate(request);
     // A cancelled wait stops no build: the switch still comes. (Whether the builds are still running here depends
     // on the OpenCL implementation's own compiler cache; when they are, a wait that stopped them would never end.)
     const std::atomic<bool> raised{true};
     const bool ended = engine.wait_for_kernels(&raised);
-    EXPECT_EQ(engine.impl().context().tuning().tensor_cores_deferred(), !ended)
+    EXPECT_EQ(engine.impl().context().tuning().steady_path_deferred(), !ended)
         << "a cancelled wait said the switch " << (ended ? "came" : "did not come") << ", the engine says otherwise";
     EXPECT_EQ(first.timings.kernel_build_ms, 0) << "the first image built a program the portable plan missed";
     ASSERT_TRUE(engine.wait_for_kernels());
-    EXPECT_FALSE(engine.impl().context().tuning().tensor_cores_deferred());
+    EXPECT_FALSE(engine.impl().context().tuning().steady_path_deferred());
     EXPECT_GT(t.deferred_kernels_ready_ms, 0);
     switched = engine.generate(request);
     EXPECT_EQ(switched.timings.kernel_build_ms, 0) << "the tensor-core images built a program the plan missed";
@@ -182,7 +182,7 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
   Engine again(o);
   EXPECT_EQ(again.load_timings().kernels_deferred, 0) << "the cache had every program";
   EXPECT_EQ(again.load_timings().kernels_built_while_opening, 0);
-  EXPECT_FALSE(again.impl().context().tuning().tensor_cores_deferred());
+  EXPECT_FALSE(again.impl().context().tuning().steady_path_deferred());
   EXPECT_EQ(again.generate(request).image.rgb, switched.image.rgb);
 
   // Each path from the start (kernels from the shared cache): the portable one without Winograd, as above, and its
@@ -195,6 +195,50 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
   EXPECT_EQ(first.image.rgb, reference.image.rgb) << "the first image is not the portable path's";
   EXPECT_EQ(first.image_tiny.rgb, reference.image_tiny.rgb);
   EXPECT_NE(first.image.rgb, switched.image.rgb) << "the two paths gave the same image: this test tells nothing";
+}
+
+TEST(ModelOpening, AFirstStartWithQuickerTilesDefersTheSteadyProgramsWithFp32WeightsToo) {
+  // On NVIDIA the first images of a first start take gemm.cl tiles that build sooner (cl::GemmRow::deferred) and
+  // blocked attention, with either storage; here the override stands in for that row. fp32 storage: no tensor
+  // cores, so only those programs are deferred. The first image is the one the deferred tiles give from the start,
+  // the next ones (after the switch) the steady path's.
+  const Request request = small_request();
+  const char* quick = "32,32,16,4,4";
+  const EnvScope first_tiles("SDT_FIRST_GEMM_TILE", quick);
+  TempDir cache("sdt-test-deferred-fp32-cache");
+  EngineOptions o = layout_options(kLayouts[0], WeightStorage::F32);
+  o.cache_dir = cache.path();
+  Result first, switched;
+  {
+    Engine engine(o);
+    const LoadTimings& t = engine.load_timings();
+    EXPECT_GT(t.kernels_deferred, 0) << "nothing was left to build after opening";
+    EXPECT_TRUE(engine.impl().context().tuning().steady_path_deferred());
+    EXPECT_FALSE(engine.tensor_cores());
+    EXPECT_EQ(engine.impl().context().tuning().gemm(cl::GemmMode::Conv), (cl::GemmConfig{32, 32, 16, 4, 4}));
+    first = engine.generate(request);
+    EXPECT_EQ(first.timings.kernel_build_ms, 0) << "the first image built a program the first images' plan missed";
+    ASSERT_TRUE(engine.wait_for_kernels());
+    EXPECT_FALSE(engine.impl().context().tuning().steady_path_deferred());
+    EXPECT_NE(engine.impl().context().tuning().gemm(cl::GemmMode::Conv), (cl::GemmConfig{32, 32, 16, 4, 4}));
+    switched = engine.generate(request);
+    EXPECT_EQ(switched.timings.kernel_build_ms, 0) << "the steady images built a program the plan missed";
+  }
+  Engine again(o);
+  EXPECT_EQ(again.load_timings().kernels_deferred, 0) << "the cache had every program";
+  EXPECT_FALSE(again.impl().context().tuning().steady_path_deferred());
+  EXPECT_EQ(again.generate(request).image.rgb, switched.image.rgb);
+
+  // The first images' path from the start: every product on the quick tiles, attention as blocked products.
+  const EnvScope pinned("SDT_GEMM_TILE", quick);
+  const EnvScope blocked("SDT_FLASH_ATTENTION", "0");
+  EngineOptions reference_options = layout_options(kLayouts[0], WeightStorage::F32);
+  reference_options.defer_steady_kernels = false;
+  const Result reference = Engine(reference_options).generate(request);
+  EXPECT_EQ(first.image.rgb, reference.image.rgb) << "the first image is not the quick tiles' path's";
+  EXPECT_EQ(first.image_tiny.rgb, reference.image_tiny.rgb);
+  // (In fp32 the two paths give this model's images to the byte, so the images check that each path is right;
+  // which one ran is checked by the tiles above and by the first image building nothing of the steady plan.)
 }
 
 // The kernel plan runs the models without running anything: the tensor-core probe (ldmatrix) must not take that

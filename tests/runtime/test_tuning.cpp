@@ -87,8 +87,8 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   // While the tensor cores are deferred (a first start's first images), NVIDIA's row builds gemm.cl with 64×64 tiles
   // of 4×4, which compile faster; the other rows never defer and keep their tiles; an explicit tile still wins.
   Tuning first(kH200, true), radeon_first(kRadeon, false);
-  first.defer_tensor_cores(true);
-  radeon_first.defer_tensor_cores(true);
+  first.defer_steady_path(true);
+  radeon_first.defer_steady_path(true);
   for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) {
     EXPECT_EQ(first.gemm(mode), (GemmConfig{64, 64, 16, 4, 4, 4}));
     EXPECT_EQ(radeon_first.gemm(mode), radeon.gemm(mode));
@@ -98,7 +98,7 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   first.set_overrides(pinned);
   EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{32, 32, 16, 4, 4, 4}));
   first.set_overrides({});
-  first.defer_tensor_cores(false);
+  first.defer_steady_path(false);
   EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{128, 64, 16, 8, 4, 4}));
 
   // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key row needs 55 KB, more than 48 KB), 32
@@ -198,22 +198,26 @@ TEST(Tuning, ExplicitOverridesWinOverTheEnvironmentWhichWinsOverTheTable) {
 TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRules) {
   {
     EnvScope gemm("SDT_GEMM_TILE", "32,32,16,4,4");
+    EnvScope first("SDT_FIRST_GEMM_TILE", "64,64,16,4,4");
     EnvScope tc("SDT_TC_TILE", "64,64,2,2");
     EnvScope att("SDT_ATT_TILE", "16,16,64,4,16,4,16");
     EnvScope off("SDT_TENSOR_CORES", "0");
     const cl::TuningOverrides o = cl::overrides_from_environment();
     EXPECT_EQ(o.gemm, (GemmConfig{32, 32, 16, 4, 4}));
+    EXPECT_EQ(o.deferred_gemm, (GemmConfig{64, 64, 16, 4, 4}));
     EXPECT_EQ(o.tensor_core_tiles, (TcConfig{64, 64, 2, 2}));
     EXPECT_EQ(o.attention, (AttentionConfig{16, 16, 64, 4, 16, 4, 16}));
     EXPECT_EQ(o.tensor_cores, TensorCores::Off);
   }
   {
     EnvScope gemm("SDT_GEMM_TILE", "64,64,16,3,4");  // 3 is not a vector width
+    EnvScope first("SDT_FIRST_GEMM_TILE", "128,64,8,8,4");  // K steps of 8 leave 256 work-items half a chunk
     EnvScope tc("SDT_TC_TILE", "128,128,3");         // too few values
     EnvScope att("SDT_ATT_TILE", "");
     EnvScope on("SDT_TENSOR_CORES", "1");
     const cl::TuningOverrides o = cl::overrides_from_environment();
     EXPECT_FALSE(o.gemm);
+    EXPECT_FALSE(o.deferred_gemm);
     EXPECT_FALSE(o.tensor_core_tiles);
     EXPECT_FALSE(o.attention);
     EXPECT_FALSE(o.tensor_cores);

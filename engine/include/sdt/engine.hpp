@@ -76,13 +76,14 @@ struct EngineOptions {
   // opens, in parallel, so the first generation does not stop to compile; other sizes and img2img build what they
   // need beyond that when first used. false: every program is built when first used.
   bool prepare_kernels = true;
-  // On a first start (tensor-core programs not in the kernel cache yet), opening waits only for the portable
-  // kernels, which build in a fraction of the time; the tensor-core programs build on other threads once the first
-  // image is done (or wait_for_kernels() is called), and generations switch to them, between two images, once all
-  // are ready (wait_for_kernels() waits for that). Destroying the engine waits for the builds running. Images
-  // made before the switch may differ from later ones of the same seed by rounding (a level or two in a few pixels).
-  // False: opening waits for every program the first image's path needs. Only with prepare_kernels.
-  bool defer_tensor_core_kernels = true;
+  // On a first start (the steady path's programs not in the kernel cache yet) where the device's path has quicker
+  // programs for the first images (the tensor cores' portable stand-in; on NVIDIA, gemm.cl tiles that build sooner:
+  // cl::GemmRow::deferred), opening waits only for those; the steady path's programs build on other threads once
+  // the first image is done (or wait_for_kernels() is called), and generations switch to them, between two images,
+  // once all are ready (wait_for_kernels() waits for that). Destroying the engine waits for the builds running.
+  // Images made before the switch may differ from later ones of the same seed by rounding (a level or two in a few
+  // pixels). False: opening waits for every program the first image's path needs. Only with prepare_kernels.
+  bool defer_steady_kernels = true;
   int prepare_width = 512;
   int prepare_height = 512;
   std::size_t prompt_cache_entries = 16;  // text-encoder outputs kept on the device (LRU)
@@ -184,7 +185,7 @@ struct LoadTimings {
   int kernels_built_while_opening = 0;
   double kernel_prepare_ms = 0;
   double kernel_wait_ms = 0;
-  // Tensor-core programs left to build after opening (EngineOptions::defer_tensor_core_kernels), and when they were
+  // The steady path's programs left to build after opening (EngineOptions::defer_steady_kernels), and when they were
   // all ready, in ms from the start of opening (0 until then; the generation that found them ready switched).
   int kernels_deferred = 0;
   double deferred_kernels_ready_ms = 0;
@@ -307,8 +308,8 @@ class Engine {
   // Whether the matrix products run on tensor cores (fp16 weights on an NVIDIA GPU of compute capability 8 or
   // later whose compiler took the kernels' PTX), with fp16 operands and fp32 accumulation.
   bool tensor_cores() const;
-  // Waits for the tensor-core programs a first start builds after opening (EngineOptions::
-  // defer_tensor_core_kernels) and switches the products to them; at once when there are none. False when `cancel`
+  // Waits for the steady path's programs a first start builds after opening (EngineOptions::
+  // defer_steady_kernels) and switches the products to them; at once when there are none. False when `cancel`
   // was raised first (the switch then happens at a later generation, once they are ready).
   bool wait_for_kernels(const std::atomic<bool>* cancel = nullptr);
 
