@@ -18,6 +18,14 @@ cl::Context& kernel_context() {
   return *ctx;
 }
 
+std::unique_ptr<cl::Context> fresh_portable_context() {
+  std::unique_ptr<cl::Context> ctx = make_context();
+  cl::TuningOverrides o;
+  o.tensor_cores = cl::TensorCores::Off;
+  ctx->set_tuning_overrides(o);
+  return ctx;
+}
+
 cl_mem poison_next_output(cl::Context& ctx, std::size_t bytes) {
   ctx.trim_pool();
   cl::Buffer buffer = ctx.buffer(bytes);

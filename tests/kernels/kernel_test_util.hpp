@@ -20,6 +20,8 @@ namespace sdt::test {
 
 // The context every kernel test uses.
 cl::Context& kernel_context();
+// A context of its own with every product on the portable kernels, for tests that count the programs it builds.
+std::unique_ptr<cl::Context> fresh_portable_context();
 
 // Makes the next pooled buffer of `bytes` one that is filled with kPoison (every other free pooled buffer is
 // dropped first), and returns its handle so the test can check that the op's output really is that buffer.

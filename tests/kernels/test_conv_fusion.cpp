@@ -137,13 +137,8 @@ TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {
   // gemm.cl's k×k convolution and one winograd_input instead of two each (about 0.6 s of NVIDIA's compiler each).
   // Convolutions with and without the norm, taking turns on one fresh context: each equals the reference, and the
   // ones with the norm build nothing new.
-  auto fresh = test::make_context();
+  const auto fresh = test::fresh_portable_context();
   auto& ctx = *fresh;
-  ctx.set_tuning_overrides([] {
-    cl::TuningOverrides o;
-    o.tensor_cores = cl::TensorCores::Off;
-    return o;
-  }());
   const ref::ConvShape s = shape(32, 9, 11, 16);
   const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F32, 70);
   test::NormParams norm;

@@ -164,13 +164,8 @@ TEST(Winograd, TheFilterAndTheConvolutionShareOneProgramPerStorage) {
   // for it with the same options, or a first start compiles the file three times (fp32 storage had three
   // winograd.cl programs in its plan). Per storage, on a fresh context: the programs a transform and a convolution
   // ask for (planned: nothing built) hold one of winograd.cl; then the two run, and the result equals the reference.
-  auto fresh = test::make_context();
+  const auto fresh = test::fresh_portable_context();
   auto& ctx = *fresh;
-  ctx.set_tuning_overrides([] {
-    cl::TuningOverrides o;
-    o.tensor_cores = cl::TensorCores::Off;
-    return o;
-  }());
   const ref::ConvShape s = test::conv_shape(24, 10, 7, 16);
   const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F32, 80);
   for (DType storage : {DType::F32, DType::F16}) {
