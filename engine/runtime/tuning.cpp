@@ -31,17 +31,19 @@ const TuningRow kTable[] = {
         .attention_block_bytes = kAttentionBlockBytes,
     },
     {
-        // gemm.cl: 128×64 tiles of 8×4 per work-item in float4 chunks (256 work-items, 25 KB of local memory with
-        // double buffering) for every product: on the H200 the fastest or within 6 % of it at each of the large
-        // products, 1.3-1.7× the 128×128 tiles of 8×8 (whose 64 accumulators per work-item hold too few warps in
-        // flight), and the kernel tuner's own choice there (docs/PERFORMANCE.md, the 2026-12 portable round).
+        // gemm.cl: 64×64 tiles of 4×4 per work-item in float4 chunks (256 work-items, 17 KB of local memory with
+        // double buffering) for every product. Measured end to end on the H200 (portable path, 2026-12-02): UNet
+        // 38.5 ms with fp32 weights and 44.1 with fp16 against 45.2 / 52.0 on 128×64 tiles of 8×4, VAE the same
+        // (33.1 / 54.3 against 33.7 / 54.0): the UNet's many small products fill the GPU better with smaller tiles.
+        // At the large products alone 128×64 is 0-5 % faster (the kernel tuner's key shapes: it picks 128×64
+        // there). NVIDIA's compiler also builds these in 0.6 of the time (a first start's gemm.cl programs:
+        // 1.42 s against 2.41 s one at a time), and they are the first images' tiles (`deferred`): a first
+        // start defers only the flash attention's and the tensor cores' programs.
         // Tensor cores where the compute capability is 8.0 or later.
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
-        // While the steady path is deferred, 64×64 tiles of 4×4: NVIDIA's compiler builds the first images' four
-        // gemm.cl programs in 1.42 s instead of 2.41 s (one at a time, 2026-12-02); slower products, for them only.
-        .gemm = {.linear = {128, 64, 16, 8, 4, 4},
-                 .conv = {128, 64, 16, 8, 4, 4},
+        .gemm = {.linear = {64, 64, 16, 4, 4, 4},
+                 .conv = {64, 64, 16, 4, 4, 4},
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
         // 64 keys, 46 with 2 warps, 42 with 8); the fused split-K sum stays off: slower on the H200 wherever K is

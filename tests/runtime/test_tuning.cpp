@@ -65,11 +65,11 @@ TEST(Tuning, EachDeviceGetsItsRowAndUnknownDevicesTheDefault) {
 }
 
 TEST(Tuning, RowsKeepTheirMeasuredTiles) {
-  // gemm.cl: NVIDIA's 128×64 tiles of 8×4 in float4 chunks, PoCL's 8×8 float8 tiles, the 64×64×16 4×4 default.
+  // gemm.cl: NVIDIA's and the default's 64×64 tiles of 4×4 in float4 chunks, PoCL's 8×8 float8 tiles.
   const Tuning h200(kH200, true), radeon(kRadeon, false), pocl(kPocl, false);
-  EXPECT_EQ(h200.gemm(GemmMode::Linear), (GemmConfig{128, 64, 16, 8, 4, 4}));
-  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1), (GemmConfig{128, 64, 16, 8, 4, 4}));
-  EXPECT_EQ(h200.gemm(GemmMode::Conv), (GemmConfig{128, 64, 16, 8, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 4, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1), (GemmConfig{64, 64, 16, 4, 4, 4}));
+  EXPECT_EQ(h200.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(radeon.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(radeon.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(pocl.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 8, 8, 8}));
@@ -84,22 +84,29 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   }
   for (const auto* t : {&h200, &radeon, &pocl})
     for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) EXPECT_TRUE(t->gemm(mode).valid());
-  // While the tensor cores are deferred (a first start's first images), NVIDIA's row builds gemm.cl with 64×64 tiles
-  // of 4×4, which compile faster; the other rows never defer and keep their tiles; an explicit tile still wins.
+  // While the steady path is deferred (a first start's first images), the row's deferred tiles (NVIDIA's: its
+  // steady ones, so that only the flash attention's and the tensor cores' programs are deferred; an override
+  // shows the switch); the other rows have none and keep their tiles; an explicit tile wins over both.
+  ASSERT_EQ(cl::tuning_row(kH200).gemm.deferred, (GemmConfig{64, 64, 16, 4, 4, 4}));
+  EXPECT_FALSE(cl::tuning_row(kRadeon).gemm.deferred);
+  EXPECT_FALSE(cl::tuning_row(kPocl).gemm.deferred);
   Tuning first(kH200, true), radeon_first(kRadeon, false);
+  cl::TuningOverrides quick;
+  quick.deferred_gemm = GemmConfig{32, 32, 16, 4, 4, 4};
+  first.set_overrides(quick);
   first.defer_steady_path(true);
   radeon_first.defer_steady_path(true);
   for (GemmMode mode : {GemmMode::Linear, GemmMode::Conv1x1, GemmMode::Conv}) {
-    EXPECT_EQ(first.gemm(mode), (GemmConfig{64, 64, 16, 4, 4, 4}));
+    EXPECT_EQ(first.gemm(mode), (GemmConfig{32, 32, 16, 4, 4, 4}));
     EXPECT_EQ(radeon_first.gemm(mode), radeon.gemm(mode));
   }
-  cl::TuningOverrides pinned;
-  pinned.gemm = GemmConfig{32, 32, 16, 4, 4, 4};
+  cl::TuningOverrides pinned = quick;
+  pinned.gemm = GemmConfig{128, 64, 16, 8, 4, 4};
   first.set_overrides(pinned);
-  EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{32, 32, 16, 4, 4, 4}));
-  first.set_overrides({});
-  first.defer_steady_path(false);
   EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{128, 64, 16, 8, 4, 4}));
+  first.set_overrides(quick);
+  first.defer_steady_path(false);
+  EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
 
   // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key row needs 55 KB, more than 48 KB), 32
   // queries up to 128 wide; on a device with room, GPUs take 64 keys and CPUs do not.
