@@ -194,8 +194,8 @@ TEST(Conv2d, FusedUpsampleEqualsUpsampleThenConvolution) {
 }
 
 TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
-  // The default GPU row (also NVIDIA's tiles while its tensor cores are deferred; the suite itself runs the CPU row
-  // on PoCL) and the fallback row for small work-groups.
+  // The default GPU row (NVIDIA's too; the suite itself runs the CPU row on PoCL) and the fallback row for small
+  // work-groups.
   // (Each configuration is a separate kernel build and PoCL takes seconds per build, so only these two; a
   // tuning run checks its own rows with SDT_GEMM_TILE and the whole suite.)
   const std::vector<cl::GemmConfig> configs = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
