@@ -33,7 +33,12 @@
 // Split-K: with raw_sums = 1 the group sums only k in [split*k_chunk, (split+1)*k_chunk) and stores its raw sums
 // at C + split*split_stride (the host passes a workspace as C, in a layout of its choice); gemm_splitk_reduce, or
 // the Winograd output transform, then adds the slices in a fixed order (the same bits on every run) and applies
-// bias, activation and residual.
+// bias, activation and residual. Built with FUSED_SPLITK = 1 and given tile_counters, the kernel needs no reduce
+// launch: each group writes its raw sums to `partial` ([splits, M*N] in C's layout without offset or stride),
+// counts itself in on its tile's counter, and the last group of a tile to arrive adds the slices in the reduce
+// kernel's order (0, 1, ...: the same bits whichever group comes last) and runs the epilogue into C. Needs a
+// device-wide fence between the sums and the count: mem_fence on coherent devices (CPUs), membar.gl under
+// SDT_PTX (NVIDIA's mem_fence only orders the work-group's view); the host fuses nowhere else.
 // Bounds are checked everywhere: any M, N, K works (conv_out's N = 3, conv_in's K = 36). Indices are int: the
 // host rejects tensors of 2^31 elements or more.
 
@@ -63,6 +68,9 @@
 #endif
 #ifndef CONV_KS
 #define CONV_KS 3
+#endif
+#ifndef FUSED_SPLITK
+#define FUSED_SPLITK 0
 #endif
 
 #define RTM (GEMM_TM / GEMM_WM)  // work-items along m
@@ -167,9 +175,13 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int a_vec, const int b_vec, const int c_vec, const int in_h, const int in_w, const int out_w,
     const int stride, const int pad_top, const int pad_left, const int upsample, const int k_chunk,
     const int splits, const int raw_sums, const int split_stride, const int batch_a, const int batch_b,
-    const int batch_c, __global const float* restrict norm, const int norm_mode) {
+    const int batch_c, __global const float* restrict norm, const int norm_mode, __global float* partial,
+    __global volatile int* tile_counters) {
   __local float As[2][GEMM_TK][GEMM_TM + GEMM_PAD] __attribute__((aligned(16)));
   __local float Bs[2][GEMM_TK][GEMM_TN + GEMM_PAD] __attribute__((aligned(16)));
+#if FUSED_SPLITK
+  __local int tile_is_last;
+#endif
 
   const int tf = get_local_id(0), ts = get_local_id(1);  // fast and slow work-item coordinates
   const int tid = ts * RTF + tf;
@@ -330,6 +342,67 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   const int f_end = A_MODE == 0 ? N : M;
   const int s_base = A_MODE == 0 ? m0 : n0;
   const int s_end = A_MODE == 0 ? M : N;
+#if FUSED_SPLITK
+  if (tile_counters) {  // split K summed here (batch 1, raw_sums 0): see the header
+    // Partial rows are f_end long; a chunk loads as one vector where the rows keep VW alignment.
+    const int vec = f_end % VW == 0;
+    __global float* mine = partial + split * (M * N);
+    for (int s = 0; s < SW; ++s) {
+      const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
+      if (slow >= s_end) continue;
+      for (int q = 0; q < QF; ++q) {
+        const int f0 = f_base + (q * RTF + tf) * VW;
+        if (f0 >= f_end) continue;
+        if (vec) {
+          VSTORE(acc[s][q], 0, mine + slow * f_end + f0);
+        } else {
+          float v[VW];
+          VSTORE(acc[s][q], 0, v);
+          for (int f = 0; f < VW && f0 + f < f_end; ++f) mine[slow * f_end + f0 + f] = v[f];
+        }
+      }
+    }
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+#if SDT_PTX
+    asm volatile("membar.gl;");
+#endif
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+      const int tile = get_group_id(0) + get_group_id(1) * get_num_groups(0);
+      tile_is_last = atomic_inc(&tile_counters[tile]) == splits - 1;
+      if (tile_is_last) tile_counters[tile] = 0;  // ready for the next launch on the in-order queue
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!tile_is_last) return;
+#if SDT_PTX
+    asm volatile("membar.gl;");
+#endif
+    // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together
+    // (volatile keeps their order and reads what the other groups wrote, never a stale cached copy).
+    __global volatile const float* sums = partial;
+    for (int s = 0; s < SW; ++s)
+      for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
+    for (int z = 0; z < splits; ++z) {
+      VEC t[SW][QF];
+      for (int s = 0; s < SW; ++s) {
+        const int slow = min(s_base + ((s / VW) * RTS + ts) * VW + s % VW, s_end - 1);
+        for (int q = 0; q < QF; ++q) {
+          const int f0 = f_base + (q * RTF + tf) * VW;
+          __global volatile const float* at = sums + z * (M * N) + slow * f_end + f0;
+          if (vec && f0 + VW <= f_end) {
+            t[s][q] = *(__global volatile const VEC*)at;
+          } else {
+            float v[VW];
+            for (int f = 0; f < VW; ++f) v[f] = f0 + f < f_end ? at[f] : 0.0f;
+            t[s][q] = VLOAD(0, v);
+          }
+        }
+      }
+      for (int s = 0; s < SW; ++s)
+        for (int q = 0; q < QF; ++q) acc[s][q] += t[s][q];
+    }
+  }
+#endif
   __global float* out = C + c_off + batch * batch_c + (raw_sums ? split * split_stride : 0);
   for (int s = 0; s < SW; ++s) {
     const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;

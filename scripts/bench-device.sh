@@ -12,7 +12,8 @@
 # bundle carries); SDT_DEVICE_TESTS=0 skips the correctness checks; SDT_TEST_FILTER narrows them (a gtest filter).
 # SDT_BENCH_OPEN=0 skips the opening of real files (last section), SDT_BENCH_OPEN_ONLY=1 runs only that section
 # (about 3 minutes), SDT_BENCH_OPEN_VERBOSE=1 logs its starts with timestamps (each program built, the probe).
-# SDT_BENCH_BEFORE=PATH compares an earlier sdturbo-bench with this one in the same call (below).
+# SDT_BENCH_BEFORE=PATH compares an earlier sdturbo-bench with this one in the same call, SDT_BENCH_AB_ENVS settings
+# of this one with its defaults (below).
 set -uo pipefail
 out=${1:?usage: scripts/bench-device.sh OUTDIR [BUNDLE_DIR]}
 bundle=${2:-.carry/device}
@@ -73,26 +74,39 @@ if [ -x "$bench" ]; then
     echo "bench $run without --profile: exit $?"
   done
   # Before and after a change in one call (the host's share of an image varies by 5 ms from call to call):
-  # SDT_BENCH_BEFORE names an earlier sdturbo-bench carried beside the bundle. Both run without --profile, taking
-  # turns, twice, for each of SDT_BENCH_AB_WEIGHTS (default fp16, on the tensor cores where the GPU has them).
-  if [ -n "${SDT_BENCH_BEFORE:-}" ] && [ -x "$SDT_BENCH_BEFORE" ]; then
-    for round in 1 2; do
-      for side in before after; do
-        exe=$bench
-        [ "$side" = before ] && exe=$SDT_BENCH_BEFORE
-        for weights in ${SDT_BENCH_AB_WEIGHTS:-fp16}; do
-          tag=ab-$weights-$side-$round
-          "$exe" --device "$gpu" --model random:sd-turbo --weights "$weights" --width 512 --height 512 --warmup 3 \
-            --runs 20 --cache-dir "$cache" --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
-          echo "$tag: exit $? $(python3 -c 'import json, sys
+  # SDT_BENCH_BEFORE names an earlier sdturbo-bench carried beside the bundle; SDT_BENCH_AB_ENVS lists settings of
+  # this one to compare with its defaults, each one environment assignment (e.g. "SDT_FUSED_SPLITK=0"). Every side
+  # runs without --profile, taking turns, twice, for each of SDT_BENCH_AB_WEIGHTS (default fp16, on the tensor cores
+  # where the GPU has them; "fp16-portable" turns them off).
+  sides=()
+  [ -n "${SDT_BENCH_BEFORE:-}" ] && [ -x "$SDT_BENCH_BEFORE" ] && sides+=(before)
+  for e in ${SDT_BENCH_AB_ENVS:-}; do sides+=("$e"); done
+  [ ${#sides[@]} -gt 0 ] && sides+=(after)
+  for round in 1 2; do
+    for side in "${sides[@]:+${sides[@]}}"; do
+      exe=$bench
+      env_side=()
+      case $side in
+        before) exe=$SDT_BENCH_BEFORE ;;
+        after) ;;
+        *) env_side=("$side") ;;
+      esac
+      for run in ${SDT_BENCH_AB_WEIGHTS:-fp16}; do
+        weights=${run%-portable}
+        tensor_cores=1
+        [ "$run" != "$weights" ] && tensor_cores=0
+        tag=ab-$run-$(echo "$side" | tr '=' '-')-$round
+        env SDT_TENSOR_CORES=$tensor_cores "${env_side[@]:+${env_side[@]}}" "$exe" --device "$gpu" \
+          --model random:sd-turbo --weights "$weights" --width 512 --height 512 --warmup 3 --runs 20 \
+          --cache-dir "$cache" --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
+        echo "$tag: exit $? $(python3 -c 'import json, sys
 for name, d in json.load(open(sys.argv[1]))["decoders"].items():
     m = {k: s["median_ms"] for k, s in d["stages"].items()}
     print("%s: host %.2f ms, device busy %.2f, gap %.2f" % (name, m["end_to_end_host"], m["device_busy"], m["host_gap"]),
           end="  ")' "$out/$tag.json" 2>/dev/null)"
-        done
       done
     done
-  fi
+  done
   # The kernel tuner on this GPU: its choice against the table's row (docs/KERNELS.md, "Tuned on the user's GPU").
   if [ "${SDT_BENCH_TUNE:-1}" != 0 ]; then
     timeout 90 "$bench" --device "$gpu" --tune --weights fp16 --cache-dir "$cache" --json "$out/tune-h200.json" \

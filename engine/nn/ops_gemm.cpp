@@ -148,6 +148,10 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
+  // Where the row sums split K in the kernel, every product of the device takes that program (unsplit ones skip
+  // the sum at run time): one program per mode and storage, as without it, so a first start builds no more.
+  const bool fusing = ctx.tuning().gemm_fused_splitk();
+  if (fusing) variant += std::string(" -DFUSED_SPLITK=1") + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : "");
   GemmConfig config = ctx.tuning().gemm(p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
@@ -183,21 +187,25 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   const bool split = splits > 1 && !raw;
   // With several K slices the kernel writes raw sums to a pooled workspace [splits, M·N] in C's layout without
   // offset or stride, and gemm_splitk_reduce adds them in order (the in-order queue keeps the workspace alive
-  // for it; the pool may hand it out again once both are enqueued). With raw_splits the caller's C is the
-  // workspace and the caller adds the slices.
+  // for it; the pool may hand it out again once both are enqueued); or, fused, the kernel's last work-group of
+  // each tile adds them and runs the epilogue into C (one zeroed counter per tile). With raw_splits the caller's C
+  // is the workspace and the caller adds the slices.
+  const bool fused = split && fusing && p.batch == 1;
   const cl::Buffer partial =
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
-  const int out_ld = split ? (m_fast ? p.M : p.N) : ldc;
-  const int c_vec = split ? aligned4({out_ld}) : aligned4({p.c_off, ldc, p.batch_c});
+  const cl_mem counters = fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : nullptr;
+  const bool to_workspace = split && !fused;
+  const int out_ld = to_workspace ? (m_fast ? p.M : p.N) : ldc;
+  const int c_vec = to_workspace ? aligned4({out_ld}) : aligned4({p.c_off, ldc, p.batch_c});
   const int act_code = static_cast<int>(act) | (o.act_after_residual ? kActAfterResidual : 0);
-  const bool sums_only = split || raw;
+  const bool sums_only = to_workspace || raw;
   ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, sums_only ? cl_mem{nullptr} : o.bias,
-             sums_only ? cl_mem{nullptr} : o.residual, split ? partial.get() : o.c, sums_only ? 0 : act_code, p.a_off,
-             lda, p.b_off, p.ldb, split ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w, p.out_w, p.stride,
-             p.pad_top, p.pad_left, p.upsample, k_chunk, splits, sums_only ? 1 : 0,
+             sums_only ? cl_mem{nullptr} : o.residual, to_workspace ? partial.get() : o.c, sums_only ? 0 : act_code,
+             p.a_off, lda, p.b_off, p.ldb, to_workspace ? 0 : p.c_off, out_ld, a_vec, b_vec, c_vec, p.in_h, p.in_w,
+             p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk, splits, sums_only ? 1 : 0,
              raw ? p.batch * p.batch_c : p.M * p.N, p.batch_a, p.batch_b, p.batch_c, o.input_norm,
-             o.input_norm ? (o.input_silu ? 2 : 1) : 0);
-  if (split) launch_splitk_reduce(ctx, p, o, act_code, splits, partial, config.defines() + variant);
+             o.input_norm ? (o.input_silu ? 2 : 1) : 0, fused ? partial.get() : cl_mem{nullptr}, counters);
+  if (to_workspace) launch_splitk_reduce(ctx, p, o, act_code, splits, partial, config.defines() + variant);
   if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }
 

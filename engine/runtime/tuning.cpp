@@ -27,7 +27,7 @@ const TuningRow kTable[] = {
         .gemm = {.linear = {64, 64, 16, 8, 8, 8}, .conv = {64, 64, 16, 8, 8, 8}},
         .tensor_cores = {},
         .attention = {.keys64 = false},
-        .split_k = {},
+        .split_k = {.fused = true},
         .attention_block_bytes = kAttentionBlockBytes,
     },
     {
@@ -50,7 +50,7 @@ const TuningRow kTable[] = {
         // split (UNet 1280 @16x16: 45 TFLOP/s against 80 with the reduce launch). docs/bench/2026-12-01-k16-*.
         .tensor_cores = {.ptx = true},
         .attention = {.keys64 = true},
-        .split_k = {},
+        .split_k = {.fused = true},
         .attention_block_bytes = kAttentionBlockBytes,
     },
     {
@@ -215,6 +215,11 @@ TuningOverrides overrides_from_environment() {
     o.flash_attention = false;
   else if (env && *env && std::strcmp(env, "1") != 0)
     log::get("cl")->warn("SDT_FLASH_ATTENTION='{}' ignored: 0 runs every attention as blocked products", env);
+  if (const char* env = std::getenv("SDT_FUSED_SPLITK"); env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
+    o.fused_splitk = env[0] == '1';
+  else if (env && *env)
+    log::get("cl")->warn("SDT_FUSED_SPLITK='{}' ignored: 0 sums split K in a reduce launch, 1 in the product's kernel",
+                         env);
   return o;
 }
 
@@ -252,6 +257,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.gemm = pick(explicit_.gemm, environment_.gemm);
   effective_.deferred_gemm = pick(explicit_.deferred_gemm, environment_.deferred_gemm);
   effective_.gemm_splits = pick(explicit_.gemm_splits, environment_.gemm_splits);
+  effective_.fused_splitk = pick(explicit_.fused_splitk, environment_.fused_splitk);
   effective_.tensor_cores = pick(explicit_.tensor_cores, environment_.tensor_cores);
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
   effective_.attention = pick(explicit_.attention, environment_.attention);
@@ -265,10 +271,15 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
 }
 
 TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
-  TensorCoreFeatures f{ldmatrix_.value_or(0), row_->tensor_cores.fused_splitk};
+  TensorCoreFeatures f{ldmatrix_.value_or(0), effective_.fused_splitk.value_or(row_->tensor_cores.fused_splitk)};
   if (effective_.tensor_core_features) f = *effective_.tensor_core_features;
   if (!ptx) f.ldmatrix = 0;
   return f;
+}
+
+bool Tuning::gemm_fused_splitk() const {
+  if (row_->tensor_cores.ptx && !gemm_ptx_fence()) return false;
+  return effective_.fused_splitk.value_or(row_->split_k.fused);
 }
 
 bool Tuning::flash_attention() const {

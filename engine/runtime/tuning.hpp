@@ -159,6 +159,10 @@ struct SplitKRow {
   int max_splits = 16;          // K slices at most
   int min_steps_per_split = 4;  // K steps (of the kernel's tk) each slice keeps at least
   int groups_per_unit = 2;      // split when the tiles are fewer than this many work-groups per compute unit
+  // gemm.cl sums the slices in the last work-group of each tile to finish (FUSED_SPLITK) instead of a reduce
+  // launch. Only where a device-wide fence is known to work: a coherent CPU, or NVIDIA's membar.gl (inline PTX, so
+  // only where the tensor cores' PTX runs); the default row keeps the reduce launch.
+  bool fused = false;
 };
 
 // Which devices a row is for. Empty strings match anything.
@@ -191,6 +195,7 @@ struct TuningOverrides {
   std::optional<GemmConfig> gemm = {};           // every gemm.cl product
   std::optional<GemmConfig> deferred_gemm = {};  // while the steady path is deferred (the row's GemmRow::deferred)
   std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
+  std::optional<bool> fused_splitk = {};         // gemm.cl's and gemm_tc.cl's split K summed in the kernel or not
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
   std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
@@ -205,8 +210,9 @@ struct TuningOverrides {
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
 // SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
-// gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products). A value
-// that breaks its kernel's rules is ignored with a warning.
+// gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
+// SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
+// allows it). A value that breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------
@@ -235,6 +241,11 @@ class Tuning {
   // How many slices K is split into for a product of `tiles` work-groups with a K step of `tk`: 1 when the tiles
   // fill the device (groups_per_unit per compute unit); else enough to, within the row's limits.
   int gemm_splits(std::size_t tiles, int K, int tk) const;
+  // Whether gemm.cl sums split K itself (FUSED_SPLITK): the override, else the row's SplitKRow::fused; never on a
+  // device of a PTX row (NVIDIA) where the PTX cannot run, since its fence is membar.gl.
+  bool gemm_fused_splitk() const;
+  // Whether gemm.cl is built with SDT_PTX=1 (its fused split-K fence as membar.gl).
+  bool gemm_ptx_fence() const { return row_->tensor_cores.ptx && tensor_cores_ && !ptx_rejected_; }
 
   // True on NVIDIA GPUs of compute capability 8.0 or later whose row allows PTX.
   bool device_has_tensor_cores() const { return tensor_cores_; }

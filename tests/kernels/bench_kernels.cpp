@@ -204,6 +204,7 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
       {"auto", std::nullopt, probed},
       {"no-ldsm", std::nullopt, {0, probed.fused_splitk}},
       {"no-fuse", std::nullopt, {probed.ldmatrix, false}},
+      {"fuse", std::nullopt, {probed.ldmatrix, true}},
       {"64x64", TcConfig{64, 64, 2, 2}, probed},
       {"128x128/4w", TcConfig{128, 128, 2, 2}, probed},
       {"128x128/8w", TcConfig{128, 128, 2, 4}, probed},

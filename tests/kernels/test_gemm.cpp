@@ -218,15 +218,72 @@ TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
 
 TEST(Gemm, SplittingKGivesTheSameResultsAsOneSlice) {
   // Split-K runs when the tiles alone cannot fill the device (77-token products and 8×8 maps on a GPU); here
-  // it is forced, including more slices than K steps and slices that end inside a K tile.
-  for (int splits : {2, 3, 7, 40}) {
-    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
-    SCOPED_TRACE("splits " + std::to_string(splits));
-    check_linear({"split", 77, 300, 130, true, Act::GELU, true}, DType::F16, 95);
-    check_conv({"split", conv(64, 8, 8, 90, 3, 1, 1), true, true}, DType::F32, 96);
-    check_conv({"split-1x1", conv(200, 5, 7, 33, 1, 1, 0), true, false}, DType::F32, 97);
-  }
+  // it is forced, including more slices than K steps and slices that end inside a K tile, with the slices summed
+  // by the reduce launch and by the kernel's last work-group of each tile.
+  for (bool fused : {false, true})
+    for (int splits : {2, 3, 7, 40}) {
+      test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) {
+        o.gemm_splits = splits;
+        o.fused_splitk = fused;
+      });
+      SCOPED_TRACE("splits " + std::to_string(splits) + (fused ? ", summed in the kernel" : ", reduce launch"));
+      check_linear({"split", 77, 300, 130, true, Act::GELU, true}, DType::F16, 95);
+      check_linear({"split-aligned", 70, 260, 128, true, Act::None, true}, DType::F32, 98);
+      check_conv({"split", conv(64, 8, 8, 90, 3, 1, 1), true, true}, DType::F32, 96);
+      check_conv({"split-1x1", conv(200, 5, 7, 33, 1, 1, 0), true, false}, DType::F32, 97);
+    }
   // And by itself: one tile of a long K on this device.
   EXPECT_GT(test::kernel_context().tuning().gemm_splits(1, 4096, 16), 1);
   EXPECT_EQ(test::kernel_context().tuning().gemm_splits(100000, 4096, 16), 1);
+}
+
+TEST(Gemm, SplitKSummedInTheKernelIsTheReduceLaunchBitForBit) {
+  // The kernel's last work-group of each tile adds the slices in the reduce kernel's order, so the bits are the
+  // same whichever group finishes last, on every run: linear (rows of N, aligned and not), k×k and 1×1
+  // convolutions (rows of M), both storages, with bias, activation and residual.
+  const Fp32KernelScope fp32_kernel;
+  auto& ctx = test::kernel_context();
+  struct Case {
+    const char* name;
+    bool conv;
+    int C, H, W, O, k;  // conv: x [C, H, W], O outputs; linear: M = H, K = C, N = O
+    DType storage;
+  };
+  const Case cases[] = {{"linear-odd", false, 300, 77, 0, 130, 0, DType::F16},
+                        {"linear-aligned", false, 256, 70, 0, 192, 0, DType::F32},
+                        {"conv3x3", true, 40, 9, 10, 70, 3, DType::F32},
+                        {"conv3x3-aligned", true, 48, 8, 8, 64, 3, DType::F16},
+                        {"conv1x1", true, 96, 5, 7, 33, 1, DType::F32}};
+  for (const Case& c : cases)
+    for (int splits : {2, 5}) {
+      SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(splits) + " slices");
+      const std::size_t x_size = c.conv ? std::size_t(c.C) * c.H * c.W : std::size_t(c.H) * c.C;
+      const auto x_host = uniform(x_size, 700, 1.0f);
+      const nn::Tensor x = c.conv ? nn::upload(ctx, x_host, {c.C, c.H, c.W}) : nn::upload(ctx, x_host, {c.H, c.C});
+      const std::vector<std::int64_t> w_shape =
+          c.conv ? std::vector<std::int64_t>{c.O, c.C, c.k, c.k} : std::vector<std::int64_t>{c.O, c.C};
+      const std::size_t w_size = c.conv ? std::size_t(c.O) * c.C * c.k * c.k : std::size_t(c.O) * c.C;
+      const auto w = test::make_weight(ctx, uniform(w_size, 701, 0.05f), w_shape, c.storage);
+      const auto b = test::make_weight(ctx, uniform(c.O, 702, 0.1f), {c.O}, c.storage);
+      const std::vector<std::int64_t> y_shape =
+          c.conv ? std::vector<std::int64_t>{c.O, c.H, c.W} : std::vector<std::int64_t>{c.H, c.O};
+      const nn::Tensor r = nn::upload(ctx, uniform(y_shape[0] * y_shape[1] * (c.conv ? y_shape[2] : 1), 703, 1.0f),
+                                      y_shape);
+      std::vector<float> out[2];
+      for (int run = 0; run < 3; ++run)
+        for (bool fused : {false, true}) {
+          test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+            o.gemm_splits = splits;
+            o.fused_splitk = fused;
+          });
+          const std::size_t bytes = static_cast<std::size_t>(r.numel()) * 4;
+          const cl_mem poisoned = test::poison_next_output(ctx, bytes);
+          const nn::Tensor y = c.conv ? nn::conv2d(ctx, x, w.tensor, &b.tensor, 1, c.k / 2, &r)
+                                      : nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU, &r);
+          EXPECT_EQ(y.buffer.get(), poisoned);
+          const std::vector<float> got = nn::download(ctx, y);
+          if (run == 0 && !fused) out[0] = got;
+          ASSERT_EQ(got, out[0]) << (fused ? "summed in the kernel" : "reduce launch") << ", run " << run;
+        }
+    }
 }

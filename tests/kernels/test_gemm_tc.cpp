@@ -158,14 +158,18 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
 
 // Runs one split product twice, with the split-K sum fused into the kernel and with the reduce launch, and
 // returns both outputs (they must be the same bits: the same sums in the same order).
-std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, bool conv, bool ptx) {
+// aligned: rows of the output a multiple of 4 long (the sum's vector loads) — N = 128 outputs of a linear layer, an
+// 8×8 map of a convolution; else 130 outputs, a 6×7 map.
+std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, bool conv, bool ptx,
+                                                                    bool aligned = false) {
   auto& ctx = test::kernel_context();
   test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.gemm_splits = splits; });
-  const auto x_host = uniform(conv ? 40 * 6 * 7 : 77 * 300, 620, 1.0f);
-  const nn::Tensor x = conv ? nn::upload(ctx, x_host, {40, 6, 7}) : nn::upload(ctx, x_host, {77, 300});
+  const int h = aligned ? 8 : 6, w_ = aligned ? 8 : 7, n = aligned ? 128 : 130;
+  const auto x_host = uniform(conv ? 40 * h * w_ : 77 * 300, 620, 1.0f);
+  const nn::Tensor x = conv ? nn::upload(ctx, x_host, {40, h, w_}) : nn::upload(ctx, x_host, {77, 300});
   const auto w = conv ? test::make_weight(ctx, uniform(33 * 40 * 9, 621, 0.05f), {33, 40, 3, 3}, DType::F16)
-                      : test::make_weight(ctx, uniform(130 * 300, 621, 0.05f), {130, 300}, DType::F16);
-  const auto b = test::make_weight(ctx, uniform(conv ? 33 : 130, 622, 0.1f), {conv ? 33 : 130}, DType::F16);
+                      : test::make_weight(ctx, uniform(n * 300, 621, 0.05f), {n, 300}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(conv ? 33 : n, 622, 0.1f), {conv ? 33 : n}, DType::F16);
   std::vector<float> out[2];
   const int ldmatrix = nn::detail::tensor_core_features(ctx, ptx).ldmatrix;
   for (bool fused : {true, false}) {
@@ -269,8 +273,11 @@ TEST(TensorCores, FusedSplitKIsTheReduceKernelsBitForBitOnEveryRun) {
   PathScope ptx(TensorCores::Ptx);
   for (bool conv : {false, true})
     for (int run = 0; run < 10; ++run) {
-      const auto [fused, reduced] = fused_and_reduced(7, conv, true);
-      ASSERT_EQ(fused, reduced) << (conv ? "conv" : "linear") << ", run " << run;
+      for (bool aligned : {false, true}) {
+        const auto [fused, reduced] = fused_and_reduced(7, conv, true, aligned);
+        ASSERT_EQ(fused, reduced) << (conv ? "conv" : "linear") << (aligned ? ", aligned rows" : "") << ", run "
+                                  << run;
+      }
     }
 }
 
@@ -341,11 +348,15 @@ TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
 }
 
 TEST(TensorCoreTiles, FusedSplitKSumIsTheReduceKernelsBitForBit) {
-  PathScope emulated(TensorCores::Emulated, kSmall);
-  for (bool conv : {false, true}) {
-    const auto [fused, reduced] = fused_and_reduced(5, conv, false);
-    ASSERT_EQ(fused.size(), reduced.size());
-    EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
+  for (const TcConfig& tile : {kSmall, kBig}) {
+    PathScope emulated(TensorCores::Emulated, tile);
+    for (bool aligned : {false, true})
+      for (bool conv : {false, true}) {
+        const auto [fused, reduced] = fused_and_reduced(5, conv, false, aligned);
+        ASSERT_EQ(fused.size(), reduced.size());
+        EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear") << (aligned ? ", aligned rows" : "") << ", tile "
+                                  << tile.tm << "x" << tile.tn;
+      }
   }
 }
 
