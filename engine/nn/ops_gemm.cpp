@@ -94,17 +94,36 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
                         " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
-  variant += " -DFUSED_SPLITK=" + std::string(features.fused_splitk ? "1" : "0");
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
   // fallback below has 32).
-  variant += " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
+  auto options = [&](bool fused) {
+    return config.defines() + variant + " -DFUSED_SPLITK=" + (fused ? "1" : "0") +
+           " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
+  };
   cl_kernel kernel = nullptr;
+  constexpr int kTk = 32;  // gemm_tc.cl's K step
+  int splits = 1;
+  bool fused = false;
   try {
-    kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
+    kernel = ctx.kernel("gemm_tc", "gemm_tc", options(false));
     if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) {
       config = {64, 64, 2, 2};
-      kernel = ctx.kernel("gemm_tc", "gemm_tc", config.defines() + variant);
+      kernel = ctx.kernel("gemm_tc", "gemm_tc", options(false));
       if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
+    }
+    const int tile_rows = p.mode == GemmMode::Linear ? config.tm : config.tn;  // m per work-group (see below)
+    const int tile_cols = p.mode == GemmMode::Linear ? config.tn : config.tm;
+    splits = ctx.tuning().gemm_splits(static_cast<std::size_t>((p.M + tile_rows - 1) / tile_rows) *
+                                          ((p.N + tile_cols - 1) / tile_cols),
+                                      p.K, kTk);
+    // Split K summed in the kernel: a program of its own, only for split products. Built into every product, the
+    // sum's code made the unsplit ones 5-14 % slower on the H200 (the kernel sweep of 2026-12-03).
+    if (splits > 1 && features.fused_splitk) {
+      cl_kernel summing = ctx.kernel("gemm_tc", "gemm_tc", options(true));
+      if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
+        kernel = summing;
+        fused = true;
+      }
     }
   } catch (const Error& e) {
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
@@ -114,23 +133,21 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
     ctx.tuning().reject_ptx();
     return false;
   }
-  constexpr int kTk = 32;  // gemm_tc.cl's K step
   // Activation rows (m) and weight rows (n) per work-group: mma rows are m in linear layers, n in convolutions.
   const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
   const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;
   const std::size_t m_groups = (p.M + tile_m - 1) / tile_m, n_groups = (p.N + tile_n - 1) / tile_n;
-  const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, kTk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
   const cl::Range local(config.threads(), 1, 1);
   // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row (its options
   // made only where a reduction runs).
-  const std::string reduce_options = splits > 1 && !features.fused_splitk
+  const std::string reduce_options = splits > 1 && !fused
                                          ? ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
                                                " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0")
                                          : std::string();
-  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, features.fused_splitk);
+  launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, fused);
   return true;
 }
 
@@ -148,10 +165,6 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  // Where the row sums split K in the kernel, every product of the device takes that program (unsplit ones skip
-  // the sum at run time): one program per mode and storage, as without it, so a first start builds no more.
-  const bool fusing = ctx.tuning().gemm_fused_splitk();
-  if (fusing) variant += std::string(" -DFUSED_SPLITK=1") + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : "");
   GemmConfig config = ctx.tuning().gemm(p.mode);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
@@ -185,12 +198,23 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   const int a_vec = p.mode == GemmMode::Conv ? 0 : aligned4({p.a_off, lda, p.batch_a});
   const int b_vec = aligned4({p.b_off, p.ldb, p.batch_b});
   const bool split = splits > 1 && !raw;
+  // Split K summed in the kernel where the row says so: a program of its own, only for split products (the sum's
+  // code built into every product cost the unsplit ones up to 3 % on the H200, 2026-12-03).
+  bool fused = false;
+  if (split && p.batch == 1 && ctx.tuning().gemm_fused_splitk()) {
+    cl_kernel summing = ctx.kernel("gemm", "gemm",
+                                   config.defines() + variant + " -DFUSED_SPLITK=1" +
+                                       (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""));
+    if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
+      kernel = summing;
+      fused = true;
+    }
+  }
   // With several K slices the kernel writes raw sums to a pooled workspace [splits, M·N] in C's layout without
   // offset or stride, and gemm_splitk_reduce adds them in order (the in-order queue keeps the workspace alive
   // for it; the pool may hand it out again once both are enqueued); or, fused, the kernel's last work-group of
   // each tile adds them and runs the epilogue into C (one zeroed counter per tile). With raw_splits the caller's C
   // is the workspace and the caller adds the slices.
-  const bool fused = split && fusing && p.batch == 1;
   const cl::Buffer partial =
       split ? ctx.buffer(sizeof(float) * static_cast<std::size_t>(splits) * p.M * p.N) : cl::Buffer{};
   const cl_mem counters = fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : nullptr;

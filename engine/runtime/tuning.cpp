@@ -278,7 +278,9 @@ TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
 }
 
 bool Tuning::gemm_fused_splitk() const {
-  if (row_->tensor_cores.ptx && !gemm_ptx_fence()) return false;
+  // The first images of a first start take no program of their own for it (the split products' reduce launch
+  // is in the program they build anyway); nor does a PTX row's device where its membar.gl cannot run.
+  if (steady_path_deferred_ || (row_->tensor_cores.ptx && !gemm_ptx_fence())) return false;
   return effective_.fused_splitk.value_or(row_->split_k.fused);
 }
 

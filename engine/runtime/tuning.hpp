@@ -159,9 +159,10 @@ struct SplitKRow {
   int max_splits = 16;          // K slices at most
   int min_steps_per_split = 4;  // K steps (of the kernel's tk) each slice keeps at least
   int groups_per_unit = 2;      // split when the tiles are fewer than this many work-groups per compute unit
-  // gemm.cl sums the slices in the last work-group of each tile to finish (FUSED_SPLITK) instead of a reduce
-  // launch. Only where a device-wide fence is known to work: a coherent CPU, or NVIDIA's membar.gl (inline PTX, so
-  // only where the tensor cores' PTX runs); the default row keeps the reduce launch.
+  // gemm.cl sums the slices in the last work-group of each tile to finish (FUSED_SPLITK, a program built for split
+  // products only) instead of a reduce launch. Only where a device-wide fence is known to work: a coherent CPU, or
+  // NVIDIA's membar.gl (inline PTX, so only where the tensor cores' PTX runs); the default row keeps the reduce
+  // launch (no AMD or Intel GPU was at hand to check the fence on).
   bool fused = false;
 };
 
@@ -241,8 +242,9 @@ class Tuning {
   // How many slices K is split into for a product of `tiles` work-groups with a K step of `tk`: 1 when the tiles
   // fill the device (groups_per_unit per compute unit); else enough to, within the row's limits.
   int gemm_splits(std::size_t tiles, int K, int tk) const;
-  // Whether gemm.cl sums split K itself (FUSED_SPLITK): the override, else the row's SplitKRow::fused; never on a
-  // device of a PTX row (NVIDIA) where the PTX cannot run, since its fence is membar.gl.
+  // Whether gemm.cl sums split K itself (FUSED_SPLITK, a program of its own for split products): the override, else
+  // the row's SplitKRow::fused; never while the steady path is deferred, nor on a device of a PTX row (NVIDIA) where
+  // the PTX cannot run, since its fence is membar.gl.
   bool gemm_fused_splitk() const;
   // Whether gemm.cl is built with SDT_PTX=1 (its fused split-K fence as membar.gl).
   bool gemm_ptx_fence() const { return row_->tensor_cores.ptx && tensor_cores_ && !ptx_rejected_; }

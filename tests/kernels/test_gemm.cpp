@@ -201,6 +201,11 @@ TEST(Gemm, EveryTileConfigurationGivesTheSameResults) {
   const std::vector<cl::GemmConfig> configs = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
   const cl::GemmConfig linear_row = test::kernel_context().tuning().gemm(cl::GemmMode::Linear);
   const cl::GemmConfig conv_row = test::kernel_context().tuning().gemm(cl::GemmMode::Conv);
+  // Split K through the reduce launch (in the tile's own program: one program per mode and configuration), and the
+  // row's own programs built first, whatever ran before in this process (a filtered run may have built none).
+  const test::TuningScope reduce(test::kernel_context(), [](cl::TuningOverrides& o) { o.fused_splitk = false; });
+  check_linear({"row", 70, 100, 130, true, Act::GELU, true}, DType::F16, 90);
+  check_conv({"row", conv(19, 9, 7, 33, 3, 2, 1), true, true}, DType::F32, 91);
   for (const auto& config : configs) {
     ASSERT_TRUE(config.valid());
     test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.gemm = config; });
@@ -235,6 +240,35 @@ TEST(Gemm, SplittingKGivesTheSameResultsAsOneSlice) {
   // And by itself: one tile of a long K on this device.
   EXPECT_GT(test::kernel_context().tuning().gemm_splits(1, 4096, 16), 1);
   EXPECT_EQ(test::kernel_context().tuning().gemm_splits(100000, 4096, 16), 1);
+}
+
+TEST(Gemm, SplitKSummedInTheKernelBuildsAProgramOnlyForSplitProducts) {
+  // Unsplit products keep the program they had (the sum's code would slow them); a split one takes the summing
+  // program where the row fuses, the reduce launch (in the tile's own program) where it does not, and while a first
+  // start's first images run (they build nothing more than before).
+  const Fp32KernelScope fp32_kernel;
+  auto& ctx = test::kernel_context();
+  const cl::GemmConfig fresh{32, 64, 16, 4, 4};  // tiles no other test builds: every program counted here is new
+  auto builds = [&] { return ctx.programs().stats().source_builds + ctx.programs().stats().disk_hits; };
+  auto run = [&](int splits, bool fused) {
+    const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      o.gemm = fresh;
+      o.gemm_splits = splits;
+      o.fused_splitk = fused;
+    });
+    const int before = builds();
+    check_linear({"programs", 40, 96, 72, true, Act::None, false}, DType::F32, 720);
+    return builds() - before;
+  };
+  EXPECT_EQ(run(1, true), 1) << "the unsplit product's program";
+  EXPECT_EQ(run(1, true), 0);
+  EXPECT_EQ(run(3, false), 0) << "the reduce launch is in the same program";
+  EXPECT_EQ(run(3, true), 1) << "the summing program, for split products only";
+  EXPECT_EQ(run(3, true), 0);
+  ctx.tuning().defer_steady_path(true);
+  const int deferred_builds = run(3, true);
+  ctx.tuning().defer_steady_path(false);
+  EXPECT_EQ(deferred_builds, 0) << "the first images sum split K by the reduce launch, in no program of their own";
 }
 
 TEST(Gemm, SplitKSummedInTheKernelIsTheReduceLaunchBitForBit) {
