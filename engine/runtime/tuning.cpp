@@ -181,20 +181,18 @@ const TuningRow& tuning_row(const DeviceInfo& info) {
 TuningOverrides overrides_from_environment() {
   TuningOverrides o;
   // tm,tn,tk,wm,wn with float4 chunks, or tm,tn,tk,wm,wn,vw.
-  const char* gemm_env = std::getenv("SDT_GEMM_TILE");
-  const bool gemm_vw = gemm_env && std::count(gemm_env, gemm_env + std::strlen(gemm_env), ',') == 5;
-  if (gemm_vw)
-    o.gemm = config_from_env<GemmConfig, 6>("SDT_GEMM_TILE", "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
-      return GemmConfig{v[0], v[1], v[2], v[3], v[4], v[5]};
-    });
-  else
-    o.gemm = config_from_env<GemmConfig, 5>("SDT_GEMM_TILE", "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
+  auto gemm_tile = [](const char* name) {
+    const char* env = std::getenv(name);
+    if (env && std::count(env, env + std::strlen(env), ',') == 5)
+      return config_from_env<GemmConfig, 6>(name, "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
+        return GemmConfig{v[0], v[1], v[2], v[3], v[4], v[5]};
+      });
+    return config_from_env<GemmConfig, 5>(name, "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
       return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
     });
-  o.deferred_gemm =
-      config_from_env<GemmConfig, 5>("SDT_FIRST_GEMM_TILE", "tm,tn,tk,wm,wn", "gemm.cl", [](const auto& v) {
-        return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
-      });
+  };
+  o.gemm = gemm_tile("SDT_GEMM_TILE");
+  o.deferred_gemm = gemm_tile("SDT_FIRST_GEMM_TILE");
   o.tensor_core_tiles =
       config_from_env<TcConfig, 4>("SDT_TC_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
         return TcConfig{v[0], v[1], v[2], v[3]};

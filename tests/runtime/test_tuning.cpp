@@ -234,6 +234,22 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_EQ(cl::overrides_from_environment().tensor_cores, TensorCores::Emulated);
   }
   {
+    // Both gemm.cl tiles take the chunk width as a sixth value; the split-K sum is 0 or 1.
+    EnvScope gemm("SDT_GEMM_TILE", "64,64,16,8,8,8");
+    EnvScope first("SDT_FIRST_GEMM_TILE", "64,64,16,8,8,8");
+    EnvScope fused("SDT_FUSED_SPLITK", "0");
+    const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_EQ(o.gemm, (GemmConfig{64, 64, 16, 8, 8, 8}));
+    EXPECT_EQ(o.deferred_gemm, (GemmConfig{64, 64, 16, 8, 8, 8}));
+    EXPECT_EQ(o.fused_splitk, false);
+  }
+  {
+    EnvScope fused("SDT_FUSED_SPLITK", "yes");  // warned about, and not taken
+    EXPECT_FALSE(cl::overrides_from_environment().fused_splitk);
+    EnvScope on("SDT_FUSED_SPLITK", "1");
+    EXPECT_EQ(cl::overrides_from_environment().fused_splitk, true);
+  }
+  {
     EnvScope typo("SDT_TENSOR_CORES", "off");  // warned about, and not taken for 0
     EXPECT_FALSE(cl::overrides_from_environment().tensor_cores);
   }
