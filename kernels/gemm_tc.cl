@@ -88,8 +88,9 @@
 #if WTM % 16 != 0 || WTN % 8 != 0 || TC_TM % TC_WARPS_M != 0 || TC_TN % TC_WARPS_N != 0
 #error "each warp's tile must be a whole number of 16x8 mma tiles"
 #endif
-#if FUSED_SPLITK && (TC_TN % 4 != 0 || (TC_TM * TC_TN) % (4 * NTHREADS) != 0)
-#error "the fused split-K sum takes whole 4-col chunks of the tile, the same number per work-item"
+#if FUSED_SPLITK && (TC_TN % 4 != 0 || (TC_TM * TC_TN) % (4 * NTHREADS) != 0 || \
+                     ((TC_TM * TC_TN) / (4 * NTHREADS) > 8 && ((TC_TM * TC_TN) / (4 * NTHREADS)) % 8 != 0))
+#error "the fused split-K sum takes whole 4-col chunks of the tile, the same number per work-item, 8 at a time"
 #endif
 #if LDSM_MODE && WTN % 16 != 0
 #error "ldmatrix loads the B fragments of two 16x8 tiles at a time"
@@ -424,7 +425,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   asm volatile("membar.gl;");
 #endif
   // Each work-item sums fixed 4-col chunks of the tile (consecutive work-items: consecutive chunks, contiguous
-  // in memory), every slice in order; a slice's loads of all its chunks are issued together, so the sum waits
+  // in memory), every slice in order; a slice's loads of a pass's chunks are issued together, so the sum waits
   // for the memory once per slice, not once per element. Volatile reads come from L2, where the other slices'
   // sums are, never from a stale cache line.
   __global volatile const float* sums = partial;
@@ -432,35 +433,40 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   const int row_end = A_MODE == 0 ? M : N, col_end = A_MODE == 0 ? N : M;  // partial rows are col_end long
   const int vec = col_end % 4 == 0;
 #define SUM_CHUNKS (TC_TM * TC_TN / (4 * NTHREADS))
-  float4 total[SUM_CHUNKS];
-  for (int c = 0; c < SUM_CHUNKS; ++c) total[c] = (float4)(0.0f);
-  for (int z = 0; z < splits; ++z) {
-    float4 t[SUM_CHUNKS];
-    for (int c = 0; c < SUM_CHUNKS; ++c) {
-      const int id = tid + c * NTHREADS;
-      const int r = min(rows0 + id / (TC_TN / 4), row_end - 1), col = cols0 + (id % (TC_TN / 4)) * 4;
-      __global volatile const float* at = sums + z * (M * N) + r * col_end + col;
-      if (vec && col + 4 <= col_end) {
-        t[c] = *(__global volatile const float4*)at;
-      } else {
-        t[c] = (float4)(col < col_end ? at[0] : 0.0f, col + 1 < col_end ? at[1] : 0.0f,
-                        col + 2 < col_end ? at[2] : 0.0f, col + 3 < col_end ? at[3] : 0.0f);
+  // At most 8 chunks (64 registers of sums and loads) per pass: the whole tile's at once would raise the
+  // kernel's register count for its main loop too.
+#define SUM_PASS (SUM_CHUNKS < 8 ? SUM_CHUNKS : 8)
+  for (int c0 = 0; c0 < SUM_CHUNKS; c0 += SUM_PASS) {
+    float4 total[SUM_PASS];
+    for (int c = 0; c < SUM_PASS; ++c) total[c] = (float4)(0.0f);
+    for (int z = 0; z < splits; ++z) {
+      float4 t[SUM_PASS];
+      for (int c = 0; c < SUM_PASS; ++c) {
+        const int id = tid + (c0 + c) * NTHREADS;
+        const int r = min(rows0 + id / (TC_TN / 4), row_end - 1), col = cols0 + (id % (TC_TN / 4)) * 4;
+        __global volatile const float* at = sums + z * (M * N) + r * col_end + col;
+        if (vec && col + 4 <= col_end) {
+          t[c] = *(__global volatile const float4*)at;
+        } else {
+          t[c] = (float4)(col < col_end ? at[0] : 0.0f, col + 1 < col_end ? at[1] : 0.0f,
+                          col + 2 < col_end ? at[2] : 0.0f, col + 3 < col_end ? at[3] : 0.0f);
+        }
       }
+      for (int c = 0; c < SUM_PASS; ++c) total[c] += t[c];
     }
-    for (int c = 0; c < SUM_CHUNKS; ++c) total[c] += t[c];
-  }
-  for (int c = 0; c < SUM_CHUNKS; ++c) {
-    const int id = tid + c * NTHREADS;
-    const int r = rows0 + id / (TC_TN / 4), col = cols0 + (id % (TC_TN / 4)) * 4;
-    if (r >= row_end) continue;
-    const float v4[4] = {total[c].s0, total[c].s1, total[c].s2, total[c].s3};
-    for (int e = 0; e < 4 && col + e < col_end; ++e) {
+    for (int c = 0; c < SUM_PASS; ++c) {
+      const int id = tid + (c0 + c) * NTHREADS;
+      const int r = rows0 + id / (TC_TN / 4), col = cols0 + (id % (TC_TN / 4)) * 4;
+      if (r >= row_end) continue;
+      const float v4[4] = {total[c].s0, total[c].s1, total[c].s2, total[c].s3};
+      for (int e = 0; e < 4 && col + e < col_end; ++e) {
 #if A_MODE == 0
-      const int m = r, n = col + e;
+        const int m = r, n = col + e;
 #else
-      const int n = r, m = col + e;
+        const int n = r, m = col + e;
 #endif
-      store_output(v4[e], m, n, M, bias, act, residual, C, c_off, ldc);
+        store_output(v4[e], m, n, M, bias, act, residual, C, c_off, ldc);
+      }
     }
   }
 #endif
