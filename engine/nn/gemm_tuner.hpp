@@ -3,7 +3,7 @@
 // The tuning table (runtime/tuning.hpp) has rows only for devices someone measured; an AMD or Intel GPU gets the
 // safe default row. For such a device the engine, while it opens, times a handful of tile configurations at
 // SD-Turbo's key products (a few seconds, with progress, cancellable), keeps for each family (linear layers;
-// convolutions, whose largest share are the Winograd convolution's batched products) the fastest configuration
+// convolutions: the Winograd convolution's batched products and the direct ones) the fastest configuration
 // that computes the same products as the reference loops, installs it as the context's tuned row and stores it
 // beside the kernel binaries, keyed by device, driver and kernel source, so later starts read it back.
 // `sdturbo-bench --tune` runs it on any device and prints the table row to add.
@@ -55,8 +55,9 @@ struct GemmTuneResult {
 // wavefronts on AMD, whole warps on NVIDIA), K steps of 8 to 32; each valid for gemm.cl and within the device's
 // work-group and local-memory limits.
 std::vector<cl::GemmConfig> gemm_tune_candidates(const cl::Context& ctx);
-// SD-Turbo's key products at 512×512: the UNet's projections at 64×64 (4096 tokens × 320 → 1280), the text
-// encoder's 77-token products, and Winograd's batched products at the VAE's and UNet's widths.
+// SD-Turbo's key products at 512×512: the UNet's projections at 64×64 (4096 tokens × 320 → 1280) and 16×16 (256
+// tokens, 1280 → 1280), the text encoder's 77-token products, Winograd's batched products at the VAE's and UNet's
+// widths, and the UNet's direct 3×3 convolutions at 16×16 and 8×8 (1280 channels; split along K on large GPUs).
 std::vector<GemmTuneProduct> key_gemm_products();
 
 // Times the candidates and returns the choice; changes nothing on the context it leaves behind.

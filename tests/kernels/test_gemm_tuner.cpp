@@ -15,7 +15,9 @@ namespace {
 nn::GemmTuneOptions small_options() {
   nn::GemmTuneOptions o;
   o.candidates = {{32, 32, 16, 4, 4, 4}, {64, 64, 16, 8, 8, 8}};
-  o.products = {{cl::GemmMode::Linear, 70, 96, 64, 1}, {cl::GemmMode::Conv1x1, 50, 24, 40, 4}};
+  o.products = {{cl::GemmMode::Linear, 70, 96, 64, 1},
+                {cl::GemmMode::Conv1x1, 50, 24, 40, 4},
+                {cl::GemmMode::Conv, 36, 24, 72, 1}};  // 3×3 over a 6×6 map of 8 channels
   o.runs = 1;
   return o;
 }
