@@ -161,13 +161,15 @@ void Engine::Impl::open() {
     // steady tiles' and the flash attention's (fp32 storage too).
     const bool defer = options_.defer_steady_kernels && (tensor_cores || ctx_->tuning().deferred_gemm().has_value());
     std::vector<cl::ProgramRequest> programs;
+    int first_missing = 0;  // of the first images' plan, when deferring (each check may look on the disk)
     if (defer) {
       // The first images' plan (the portable path) needs no probe: on a first start its programs start building at
       // once; with them cached, the steady path's programs may still be missing (checked after the probe).
       ctx_->tuning().defer_steady_path(true);
       programs = plan();
       ctx_->tuning().defer_steady_path(false);
-      steady_plan_after_upload = missing(programs) > 0;
+      first_missing = missing(programs);
+      steady_plan_after_upload = first_missing > 0;
     }
     if (!steady_plan_after_upload) {
       // The tensor-core programs' options depend on what the device's probe finds: probed before they are planned.
@@ -179,7 +181,7 @@ void Engine::Impl::open() {
         programs = std::move(steady);
     }
     progress.kernels_total = static_cast<int>(programs.size());
-    progress.kernels_to_build = missing(programs);
+    progress.kernels_to_build = steady_plan_after_upload ? first_missing : missing(programs);
     kernels = std::make_unique<cl::ProgramPreparation>(ctx_->programs(), std::move(programs), threads);
     if (progress.kernels_to_build > 0)
       log->info("preparing {} GPU kernel programs for {} ({} from source, once)", progress.kernels_total, device_.name,
