@@ -21,7 +21,8 @@ constexpr std::size_t kAttentionBlockBytes = std::size_t(16) << 20;
 const TuningRow kTable[] = {
     {
         // PoCL on two EPYC cores: 8×8 register tiles as float8 reach 12 GFLOP/s, the GPU row 1.7 (PoCL vectorises
-        // nothing across work-items in gemm.cl). No 64-key attention: a CPU has no local memory to spare.
+        // nothing across work-items in gemm.cl). No 64-key attention: a CPU has no local memory to spare. Split K
+        // summed in gemm.cl (a CPU's caches are coherent, so mem_fence is the device-wide fence it needs).
         .label = "CPU and other non-GPU devices",
         .match = {.type = DeviceMatch::Type::NotGpu},
         .gemm = {.linear = {64, 64, 16, 8, 8, 8}, .conv = {64, 64, 16, 8, 8, 8}},
@@ -46,8 +47,11 @@ const TuningRow kTable[] = {
                  .conv = {64, 64, 16, 4, 4, 4},
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
-        // 64 keys, 46 with 2 warps, 42 with 8); the fused split-K sum stays off: slower on the H200 wherever K is
-        // split (UNet 1280 @16x16: 45 TFLOP/s against 80 with the reduce launch). docs/bench/2026-12-01-k16-*.
+        // 64 keys, 46 with 2 warps, 42 with 8). gemm_tc's fused split-K sum stays off: slower on the H200 wherever K
+        // is split (UNet 1280 @16x16: 59 TFLOP/s against 81 with the reduce launch), the launches it saves no more
+        // than that (end to end within the rounds' spread, 2026-12-03). docs/bench/2026-12-01-k16-*,
+        // docs/bench/2026-12-03-fused. gemm.cl sums split K in the kernel (membar.gl): 0.8-1 ms an image better
+        // than the reduce launch on the portable path (A/B in one call, 2026-12-03).
         .tensor_cores = {.ptx = true},
         .attention = {.keys64 = true},
         .split_k = {.fused = true},
