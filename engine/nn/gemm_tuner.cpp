@@ -19,7 +19,7 @@ namespace {
 using cl::GemmConfig;
 using cl::GemmMode;
 
-constexpr int kFormatVersion = 2;  // 2: the UNet's small products timed too
+constexpr int kFormatVersion = 2;    // 2: the UNet's small products timed too
 constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
 
 // Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
@@ -36,7 +36,9 @@ std::vector<float> exact_values(std::size_t n, std::uint32_t seed) {
 }
 
 // A GemmMode::Conv product is a 3×3 convolution, stride 1, padding 1, of a square map of M pixels: K = C·9.
-int conv_side(const GemmTuneProduct& p) { return static_cast<int>(std::lround(std::sqrt(double(p.M)))); }
+int conv_side(const GemmTuneProduct& p) {
+  return static_cast<int>(std::lround(std::sqrt(double(p.M))));
+}
 
 // The operands of one product, on the device. Linear: x [M, K], w [N, K], y [M, N]. Batched (Conv1x1 layout):
 // a [batch][K][ld], w [batch][N][K], c [batch][N][ld] with ld = M rounded up to 4, as the Winograd op lays them out.

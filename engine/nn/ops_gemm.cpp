@@ -101,29 +101,12 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
            " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
   };
   cl_kernel kernel = nullptr;
-  constexpr int kTk = 32;  // gemm_tc.cl's K step
-  int splits = 1;
-  bool fused = false;
   try {
     kernel = ctx.kernel("gemm_tc", "gemm_tc", options(false));
     if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) {
       config = {64, 64, 2, 2};
       kernel = ctx.kernel("gemm_tc", "gemm_tc", options(false));
       if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
-    }
-    const int tile_rows = p.mode == GemmMode::Linear ? config.tm : config.tn;  // m per work-group (see below)
-    const int tile_cols = p.mode == GemmMode::Linear ? config.tn : config.tm;
-    splits = ctx.tuning().gemm_splits(static_cast<std::size_t>((p.M + tile_rows - 1) / tile_rows) *
-                                          ((p.N + tile_cols - 1) / tile_cols),
-                                      p.K, kTk);
-    // Split K summed in the kernel: a program of its own, only for split products. Built into every product, the
-    // sum's code made the unsplit ones 5-14 % slower on the H200 (the kernel sweep of 2026-12-03).
-    if (splits > 1 && features.fused_splitk) {
-      cl_kernel summing = ctx.kernel("gemm_tc", "gemm_tc", options(true));
-      if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
-        kernel = summing;
-        fused = true;
-      }
     }
   } catch (const Error& e) {
     // A driver whose compiler rejects the inline PTX: the portable kernel still works. Said once, then quiet.
@@ -133,10 +116,22 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
     ctx.tuning().reject_ptx();
     return false;
   }
+  constexpr int kTk = 32;  // gemm_tc.cl's K step
   // Activation rows (m) and weight rows (n) per work-group: mma rows are m in linear layers, n in convolutions.
   const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
   const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;
   const std::size_t m_groups = (p.M + tile_m - 1) / tile_m, n_groups = (p.N + tile_n - 1) / tile_n;
+  const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, kTk);
+  // Split K summed in the kernel: a program of its own, only for split products (the PTX built above, so it builds
+  // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
+  bool fused = false;
+  if (splits > 1 && features.fused_splitk) {
+    cl_kernel summing = ctx.kernel("gemm_tc", "gemm_tc", options(true));
+    if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
+      kernel = summing;
+      fused = true;
+    }
+  }
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
@@ -199,12 +194,12 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   const int b_vec = aligned4({p.b_off, p.ldb, p.batch_b});
   const bool split = splits > 1 && !raw;
   // Split K summed in the kernel where the row says so: a program of its own, only for split products (the sum's
-  // code built into every product cost the unsplit ones up to 3 % on the H200, 2026-12-03).
+  // code built into every product cost the unsplit ones about 3 % of device time on the H200, 2026-12-03).
   bool fused = false;
   if (split && p.batch == 1 && ctx.tuning().gemm_fused_splitk()) {
-    cl_kernel summing = ctx.kernel("gemm", "gemm",
-                                   config.defines() + variant + " -DFUSED_SPLITK=1" +
-                                       (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""));
+    cl_kernel summing = ctx.kernel(
+        "gemm", "gemm",
+        config.defines() + variant + " -DFUSED_SPLITK=1" + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""));
     if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
       kernel = summing;
       fused = true;

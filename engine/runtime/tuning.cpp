@@ -217,7 +217,8 @@ TuningOverrides overrides_from_environment() {
     o.flash_attention = false;
   else if (env && *env && std::strcmp(env, "1") != 0)
     log::get("cl")->warn("SDT_FLASH_ATTENTION='{}' ignored: 0 runs every attention as blocked products", env);
-  if (const char* env = std::getenv("SDT_FUSED_SPLITK"); env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
+  if (const char* env = std::getenv("SDT_FUSED_SPLITK");
+      env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
     o.fused_splitk = env[0] == '1';
   else if (env && *env)
     log::get("cl")->warn("SDT_FUSED_SPLITK='{}' ignored: 0 sums split K in a reduce launch, 1 in the product's kernel",

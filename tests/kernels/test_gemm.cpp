@@ -301,8 +301,8 @@ TEST(Gemm, SplitKSummedInTheKernelIsTheReduceLaunchBitForBit) {
       const auto b = test::make_weight(ctx, uniform(c.O, 702, 0.1f), {c.O}, c.storage);
       const std::vector<std::int64_t> y_shape =
           c.conv ? std::vector<std::int64_t>{c.O, c.H, c.W} : std::vector<std::int64_t>{c.H, c.O};
-      const nn::Tensor r = nn::upload(ctx, uniform(y_shape[0] * y_shape[1] * (c.conv ? y_shape[2] : 1), 703, 1.0f),
-                                      y_shape);
+      const nn::Tensor r =
+          nn::upload(ctx, uniform(y_shape[0] * y_shape[1] * (c.conv ? y_shape[2] : 1), 703, 1.0f), y_shape);
       std::vector<float> out[2];
       for (int run = 0; run < 3; ++run)
         for (bool fused : {false, true}) {

@@ -275,8 +275,7 @@ TEST(TensorCores, FusedSplitKIsTheReduceKernelsBitForBitOnEveryRun) {
     for (int run = 0; run < 10; ++run) {
       for (bool aligned : {false, true}) {
         const auto [fused, reduced] = fused_and_reduced(7, conv, true, aligned);
-        ASSERT_EQ(fused, reduced) << (conv ? "conv" : "linear") << (aligned ? ", aligned rows" : "") << ", run "
-                                  << run;
+        ASSERT_EQ(fused, reduced) << (conv ? "conv" : "linear") << (aligned ? ", aligned rows" : "") << ", run " << run;
       }
     }
 }
