@@ -64,6 +64,17 @@ inline float epilogue(float v, float residual, int act) {
                "{%0,%1,%2,%3};"                                                                             \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+
+// Four floats from global memory through L2 only (ld.global.cg: never a stale L1 line), 16-byte aligned: what other
+// work-groups wrote before a device-wide fence. An OpenCL volatile load would do too, but the compiler issues those
+// one float at a time and waits for each; these are issued back to back.
+inline float4 load_l2_f4(__global const volatile float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"((ulong)(size_t)p));
+  return v;
+}
 #endif
 
 #if SDT_PTX && defined(LDSM_MODE) && LDSM_MODE

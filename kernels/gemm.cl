@@ -390,7 +390,11 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
           const int f0 = f_base + (q * RTF + tf) * VW;
           __global volatile const float* at = sums + z * (M * N) + slow * f_end + f0;
           if (vec && f0 + VW <= f_end) {
+#if SDT_PTX && GEMM_VW == 4
+            t[s][q] = load_l2_f4(at);
+#else
             t[s][q] = *(__global volatile const VEC*)at;
+#endif
           } else {
             float v[VW];
             for (int f = 0; f < VW; ++f) v[f] = f0 + f < f_end ? at[f] : 0.0f;

@@ -446,7 +446,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int r = min(rows0 + id / (TC_TN / 4), row_end - 1), col = cols0 + (id % (TC_TN / 4)) * 4;
         __global volatile const float* at = sums + z * (M * N) + r * col_end + col;
         if (vec && col + 4 <= col_end) {
+#if SDT_PTX
+          t[c] = load_l2_f4(at);
+#else
           t[c] = *(__global volatile const float4*)at;
+#endif
         } else {
           t[c] = (float4)(col < col_end ? at[0] : 0.0f, col + 1 < col_end ? at[1] : 0.0f,
                           col + 2 < col_end ? at[2] : 0.0f, col + 3 < col_end ? at[3] : 0.0f);

@@ -3,6 +3,8 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 #include "nn/ops_internal.hpp"
 #include "base/log.hpp"
@@ -52,6 +54,30 @@ void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::
   const std::size_t ls = detail::fit_local(ctx, reduce, 256);
   ctx.launch(reduce, cl::Range(cl::round_up(static_cast<std::size_t>(p.M) * p.N, ls)), cl::Range(ls), p.M, p.N, splits,
              partial, o.bias, o.residual, o.c, act_code, p.c_off, p.ldc);
+}
+
+// The program of `family` (gemm or gemm_tc) that sums split K itself, built with `options`; null where it cannot
+// run `threads` work-items or its compiler refused it (its L2 loads and fences are inline PTX on NVIDIA): the
+// product then takes the reduce launch, with a warning, and the refused build is not tried again.
+cl_kernel summing_kernel(cl::Context& ctx, const char* family, const std::string& options, int threads) {
+  static std::mutex mutex;
+  static std::set<std::string> refused;  // device name + options
+  const std::string key = ctx.info().name + '\n' + options;
+  {
+    std::lock_guard lock(mutex);
+    if (refused.count(key)) return nullptr;
+  }
+  try {
+    cl_kernel k = ctx.kernel(family, family, options);
+    return ctx.work_group_limit(k) >= static_cast<std::size_t>(threads) ? k : nullptr;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Device) throw;
+    log::get("engine")->warn("the {} kernel that sums split K itself did not build; using the reduce launch: {}",
+                             family, e.what());
+    std::lock_guard lock(mutex);
+    refused.insert(key);
+    return nullptr;
+  }
 }
 
 // Launches a gemm.cl / gemm_tc.cl kernel (same arguments; gemm_tc.cl takes `counters` after them): with one K
@@ -125,13 +151,11 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // Split K summed in the kernel: a program of its own, only for split products (the PTX built above, so it builds
   // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
   bool fused = false;
-  if (splits > 1 && features.fused_splitk) {
-    cl_kernel summing = ctx.kernel("gemm_tc", "gemm_tc", options(true));
-    if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
+  if (splits > 1 && features.fused_splitk)
+    if (cl_kernel summing = summing_kernel(ctx, "gemm_tc", options(true), config.threads())) {
       kernel = summing;
       fused = true;
     }
-  }
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
@@ -196,15 +220,14 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   // Split K summed in the kernel where the row says so: a program of its own, only for split products (the sum's
   // code built into every product cost the unsplit ones about 3 % of device time on the H200, 2026-12-03).
   bool fused = false;
-  if (split && p.batch == 1 && ctx.tuning().gemm_fused_splitk()) {
-    cl_kernel summing = ctx.kernel(
-        "gemm", "gemm",
-        config.defines() + variant + " -DFUSED_SPLITK=1" + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""));
-    if (ctx.work_group_limit(summing) >= static_cast<std::size_t>(config.threads())) {
+  if (split && p.batch == 1 && ctx.tuning().gemm_fused_splitk())
+    if (cl_kernel summing = summing_kernel(ctx, "gemm",
+                                           config.defines() + variant + " -DFUSED_SPLITK=1" +
+                                               (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""),
+                                           config.threads())) {
       kernel = summing;
       fused = true;
     }
-  }
   // With several K slices the kernel writes raw sums to a pooled workspace [splits, M·N] in C's layout without
   // offset or stride, and gemm_splitk_reduce adds them in order (the in-order queue keeps the workspace alive
   // for it; the pool may hand it out again once both are enqueued); or, fused, the kernel's last work-group of

@@ -47,12 +47,11 @@ const TuningRow kTable[] = {
                  .conv = {64, 64, 16, 4, 4, 4},
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
-        // 64 keys, 46 with 2 warps, 42 with 8). gemm_tc's fused split-K sum stays off: slower on the H200 wherever K
-        // is split (UNet 1280 @16x16: 59 TFLOP/s against 81 with the reduce launch), the launches it saves no more
-        // than that (end to end within the rounds' spread, 2026-12-03). docs/bench/2026-12-01-k16-*,
-        // docs/bench/2026-12-03-fused. gemm.cl sums split K in the kernel (membar.gl): 0.8-1 ms an image better
-        // than the reduce launch on the portable path (A/B in one call, 2026-12-03).
-        .tensor_cores = {.ptx = true},
+        // 64 keys, 46 with 2 warps, 42 with 8). Split K summed in the kernels (membar.gl), gemm_tc's and gemm.cl's:
+        // a split product runs slower (UNet 1280 @16x16: 65 TFLOP/s against 81 with the reduce launch) but the
+        // 370 launches it saves cost more: tensor cores 51.5 / 30.7 -> 48.9 / 28.5 ms an image, portable 0.7-1 ms
+        // better (A/B in one call, 2026-12-03). docs/bench/2026-12-01-k16-*, docs/bench/2026-12-03-fused.
+        .tensor_cores = {.ptx = true, .fused_splitk = true},
         .attention = {.keys64 = true},
         .split_k = {.fused = true},
         .attention_block_bytes = kAttentionBlockBytes,

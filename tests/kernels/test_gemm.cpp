@@ -8,6 +8,8 @@
 
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
+#include "runtime/program_cache.hpp"
+#include "sdt_kernel_sources.hpp"
 
 using namespace sdt;
 using nn::Act;
@@ -269,6 +271,27 @@ TEST(Gemm, SplitKSummedInTheKernelBuildsAProgramOnlyForSplitProducts) {
   const int deferred_builds = run(3, true);
   ctx.tuning().defer_steady_path(false);
   EXPECT_EQ(deferred_builds, 0) << "the first images sum split K by the reduce launch, in no program of their own";
+}
+
+TEST(Gemm, ASummingProgramTheCompilerRefusesLeavesTheReduceLaunchAndIsNotTriedAgain) {
+  // A driver whose compiler refuses the summing program (its fence and loads are inline PTX on NVIDIA): here gemm.cl
+  // made to stop at FUSED_SPLITK. The product takes the reduce launch and stays right; later ones build nothing.
+  const Fp32KernelScope fp32_kernel;
+  auto& ctx = test::kernel_context();
+  cl::set_source_override("gemm", "#if FUSED_SPLITK\n#error \"this compiler refuses the summing program\"\n#endif\n" +
+                                      std::string(kernels::source("gemm")));
+  struct Restore {
+    ~Restore() { cl::set_source_override("gemm", std::nullopt); }
+  } restore;
+  const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) {
+    o.gemm = cl::GemmConfig{32, 64, 16, 4, 4};
+    o.gemm_splits = 3;
+    o.fused_splitk = true;
+  });
+  check_linear({"refused-summing", 40, 96, 72, true, Act::GELU, true}, DType::F32, 730);
+  const int builds = ctx.programs().stats().source_builds;
+  check_linear({"refused-summing", 40, 96, 72, true, Act::GELU, true}, DType::F32, 731);
+  EXPECT_EQ(ctx.programs().stats().source_builds, builds) << "the refused program was built again";
 }
 
 TEST(Gemm, SplitKSummedInTheKernelIsTheReduceLaunchBitForBit) {
