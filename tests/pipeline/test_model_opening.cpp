@@ -241,6 +241,38 @@ TEST(ModelOpening, AFirstStartWithQuickerTilesDefersTheSteadyProgramsWithFp32Wei
   // which one ran is checked by the tiles above and by the first image building nothing of the steady plan.)
 }
 
+TEST(ModelOpening, WithTheFirstImagesProgramsCachedOnlyTheSteadyOnesAreDeferred) {
+  // A cache holding the first images' programs but not the steady path's (an earlier start closed before its
+  // deferred builds, or a first start of another row): the open builds nothing, the steady programs are deferred,
+  // and the first image takes the first images' path without building.
+  const Request request = small_request();
+  const char* quick = "32,32,16,4,4";
+  TempDir cache("sdt-test-first-cached");
+  Result reference;
+  {
+    // The first images' path from the start: the quick tiles, attention as blocked products, into the cache.
+    const EnvScope pinned("SDT_GEMM_TILE", quick);
+    const EnvScope blocked("SDT_FLASH_ATTENTION", "0");
+    EngineOptions o = layout_options(kLayouts[0], WeightStorage::F32);
+    o.cache_dir = cache.path();
+    o.defer_steady_kernels = false;
+    reference = Engine(o).generate(request);
+  }
+  const EnvScope first_tiles("SDT_FIRST_GEMM_TILE", quick);
+  EngineOptions o = layout_options(kLayouts[0], WeightStorage::F32);
+  o.cache_dir = cache.path();
+  Engine engine(o);
+  const LoadTimings& t = engine.load_timings();
+  EXPECT_EQ(t.kernels_built_while_opening, 0) << "the first images' programs were all in the cache";
+  EXPECT_GT(t.kernels_deferred, 0) << "the steady path's programs were not deferred";
+  EXPECT_TRUE(engine.impl().context().tuning().steady_path_deferred());
+  const Result first = engine.generate(request);
+  EXPECT_EQ(first.timings.kernel_build_ms, 0) << "the first image built a program";
+  EXPECT_EQ(first.image.rgb, reference.image.rgb) << "the first image is not the first images' path's";
+  ASSERT_TRUE(engine.wait_for_kernels());
+  EXPECT_FALSE(engine.impl().context().tuning().steady_path_deferred());
+}
+
 // The kernel plan runs the models without running anything: the tensor-core probe (ldmatrix) must not take that
 // run's empty read-back for a device that lacks the feature. The engine probes for real before it plans.
 TEST(KernelPlan, PlanningLeavesTheTensorCoreProbeToARealRun) {
