@@ -64,18 +64,46 @@ inline float epilogue(float v, float residual, int act) {
                "{%0,%1,%2,%3};"                                                                             \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#endif
 
-// Four floats from global memory through L2 only (ld.global.cg: never a stale L1 line), 16-byte aligned: what other
-// work-groups wrote before a device-wide fence. An OpenCL volatile load would do too, but the compiler issues those
-// one float at a time and waits for each; these are issued back to back.
-inline float4 load_l2_f4(__global const volatile float* p) {
+// ---- split K summed in the product's kernel (gemm.cl and gemm_tc.cl, built with FUSED_SPLITK)
+// Every work-item of a work-group calls this once its slice's raw sums are written: it fences them device-wide
+// (mem_fence on coherent devices; membar.gl under SDT_PTX, where mem_fence orders only the work-group's view), counts
+// the slice in on its tile's counter and says, in every work-item, whether this group was the tile's last to arrive;
+// that one resets the counter for the next launch on the in-order queue and may then read every slice's sums
+// (load_other_slices4). is_last: one int of the group's local memory.
+inline bool last_slice_of_tile(__global volatile int* counters, int tile, int splits, __local int* is_last) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#if SDT_PTX
+  asm volatile("membar.gl;");
+#endif
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && get_local_id(1) == 0) {
+    *is_last = atomic_inc(&counters[tile]) == splits - 1;
+    if (*is_last) counters[tile] = 0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const bool last = *is_last;
+#if SDT_PTX
+  if (last) asm volatile("membar.gl;");
+#endif
+  return last;
+}
+
+// Four floats (16-byte aligned) that other work-groups wrote before their fence: through L2 only, never a stale
+// cached copy. Under SDT_PTX ld.global.cg, issued back to back (NVIDIA's compiler issues a volatile float4 load a
+// float at a time and waits for each); elsewhere a volatile load.
+inline float4 load_other_slices4(__global const volatile float* p) {
+#if SDT_PTX
   float4 v;
   asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "l"((ulong)(size_t)p));
   return v;
-}
+#else
+  return *(__global const volatile float4*)p;
 #endif
+}
 
 #if SDT_PTX && defined(LDSM_MODE) && LDSM_MODE
 // Four 8x8 matrices of fp16 from local memory in one instruction (ldmatrix, compute capability 7.5 or later): lane

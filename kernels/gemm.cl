@@ -36,9 +36,9 @@
 // bias, activation and residual. Built with FUSED_SPLITK = 1 and given tile_counters, the kernel needs no reduce
 // launch: each group writes its raw sums to `partial` ([splits, M*N] in C's layout without offset or stride),
 // counts itself in on its tile's counter, and the last group of a tile to arrive adds the slices in the reduce
-// kernel's order (0, 1, ...: the same bits whichever group comes last) and runs the epilogue into C. Needs a
-// device-wide fence between the sums and the count: mem_fence on coherent devices (CPUs), membar.gl under
-// SDT_PTX (NVIDIA's mem_fence only orders the work-group's view); the host fuses nowhere else.
+// kernel's order (0, 1, ...: the same bits whichever group comes last) and runs the epilogue into C (the count and
+// its device-wide fence: common.cl's last_slice_of_tile, also gemm_tc.cl's; the host fuses only where that fence
+// is known to hold).
 // Bounds are checked everywhere: any M, N, K works (conv_out's N = 3, conv_in's K = 36). Indices are int: the
 // host rejects tensors of 2^31 elements or more.
 
@@ -362,23 +362,10 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
         }
       }
     }
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
-#if SDT_PTX
-    asm volatile("membar.gl;");
-#endif
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (tid == 0) {
-      const int tile = get_group_id(0) + get_group_id(1) * get_num_groups(0);
-      tile_is_last = atomic_inc(&tile_counters[tile]) == splits - 1;
-      if (tile_is_last) tile_counters[tile] = 0;  // ready for the next launch on the in-order queue
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!tile_is_last) return;
-#if SDT_PTX
-    asm volatile("membar.gl;");
-#endif
-    // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together
-    // (volatile keeps their order and reads what the other groups wrote, never a stale cached copy).
+    if (!last_slice_of_tile(tile_counters, get_group_id(0) + get_group_id(1) * get_num_groups(0), splits,
+                            &tile_is_last))
+      return;
+    // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together.
     __global volatile const float* sums = partial;
     for (int s = 0; s < SW; ++s)
       for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
@@ -390,8 +377,8 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
           const int f0 = f_base + (q * RTF + tf) * VW;
           __global volatile const float* at = sums + z * (M * N) + slow * f_end + f0;
           if (vec && f0 + VW <= f_end) {
-#if SDT_PTX && GEMM_VW == 4
-            t[s][q] = load_l2_f4(at);
+#if GEMM_VW == 4
+            t[s][q] = load_other_slices4(at);
 #else
             t[s][q] = *(__global volatile const VEC*)at;
 #endif

@@ -408,26 +408,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // order: the same bits whichever slice comes last) and finishes the tile. It resets the counter for the
   // next launch on the in-order queue.
   if (!partial) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-#if SDT_PTX
-  asm volatile("membar.gl;");
-#endif
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  const int tile = get_group_id(0) + get_group_id(1) * get_num_groups(0);
   const int splits = get_num_groups(2);
-  if (tid == 0) {
-    tile_is_last = atomic_inc(&tile_counters[tile]) == splits - 1;
-    if (tile_is_last) tile_counters[tile] = 0;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!tile_is_last) return;
-#if SDT_PTX
-  asm volatile("membar.gl;");
-#endif
+  if (!last_slice_of_tile(tile_counters, get_group_id(0) + get_group_id(1) * get_num_groups(0), splits,
+                          &tile_is_last))
+    return;
   // Each work-item sums fixed 4-col chunks of the tile (consecutive work-items: consecutive chunks, contiguous
   // in memory), every slice in order; a slice's loads of a pass's chunks are issued together, so the sum waits
-  // for the memory once per slice, not once per element. Volatile reads come from L2, where the other slices'
-  // sums are, never from a stale cache line.
+  // for the memory once per slice, not once per element.
   __global volatile const float* sums = partial;
   const int rows0 = A_MODE == 0 ? m0 : n0, cols0 = A_MODE == 0 ? n0 : m0;
   const int row_end = A_MODE == 0 ? M : N, col_end = A_MODE == 0 ? N : M;  // partial rows are col_end long
@@ -446,11 +433,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int r = min(rows0 + id / (TC_TN / 4), row_end - 1), col = cols0 + (id % (TC_TN / 4)) * 4;
         __global volatile const float* at = sums + z * (M * N) + r * col_end + col;
         if (vec && col + 4 <= col_end) {
-#if SDT_PTX
-          t[c] = load_l2_f4(at);
-#else
-          t[c] = *(__global volatile const float4*)at;
-#endif
+          t[c] = load_other_slices4(at);
         } else {
           t[c] = (float4)(col < col_end ? at[0] : 0.0f, col + 1 < col_end ? at[1] : 0.0f,
                           col + 2 < col_end ? at[2] : 0.0f, col + 3 < col_end ? at[3] : 0.0f);

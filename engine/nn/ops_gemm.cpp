@@ -3,8 +3,6 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
-#include <mutex>
-#include <set>
 
 #include "nn/ops_internal.hpp"
 #include "base/log.hpp"
@@ -58,15 +56,9 @@ void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::
 
 // The program of `family` (gemm or gemm_tc) that sums split K itself, built with `options`; null where it cannot
 // run `threads` work-items or its compiler refused it (its L2 loads and fences are inline PTX on NVIDIA): the
-// product then takes the reduce launch, with a warning, and the refused build is not tried again.
+// product then takes the reduce launch, with a warning, and the refused build is not tried again on this context.
 cl_kernel summing_kernel(cl::Context& ctx, const char* family, const std::string& options, int threads) {
-  static std::mutex mutex;
-  static std::set<std::string> refused;  // device name + options
-  const std::string key = ctx.info().name + '\n' + options;
-  {
-    std::lock_guard lock(mutex);
-    if (refused.count(key)) return nullptr;
-  }
+  if (ctx.tuning().summing_refused(options)) return nullptr;
   try {
     cl_kernel k = ctx.kernel(family, family, options);
     return ctx.work_group_limit(k) >= static_cast<std::size_t>(threads) ? k : nullptr;
@@ -74,8 +66,7 @@ cl_kernel summing_kernel(cl::Context& ctx, const char* family, const std::string
     if (e.kind() != ErrorKind::Device) throw;
     log::get("engine")->warn("the {} kernel that sums split K itself did not build; using the reduce launch: {}",
                              family, e.what());
-    std::lock_guard lock(mutex);
-    refused.insert(key);
+    ctx.tuning().refuse_summing(options);
     return nullptr;
   }
 }

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "runtime/devices.hpp"
@@ -248,6 +249,10 @@ class Tuning {
   bool gemm_fused_splitk() const;
   // Whether gemm.cl is built with SDT_PTX=1 (its fused split-K fence as membar.gl).
   bool gemm_ptx_fence() const { return row_->tensor_cores.ptx && tensor_cores_ && !ptx_rejected_; }
+  // A summing program (FUSED_SPLITK) with these build options that the driver's compiler refused: products that
+  // would take it take the reduce launch from then on, without asking the compiler again (said once, by the caller).
+  bool summing_refused(const std::string& options) const { return refused_summing_.count(options) > 0; }
+  void refuse_summing(const std::string& options) { refused_summing_.insert(options); }
 
   // True on NVIDIA GPUs of compute capability 8.0 or later whose row allows PTX.
   bool device_has_tensor_cores() const { return tensor_cores_; }
@@ -306,6 +311,7 @@ class Tuning {
   bool ptx_rejected_ = false;
   bool steady_path_deferred_ = false;
   std::optional<int> ldmatrix_;
+  std::set<std::string> refused_summing_;
   TuningOverrides environment_;
   TuningOverrides explicit_;
   TuningOverrides effective_;  // explicit_ where set, else environment_
