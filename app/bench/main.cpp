@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
                                     {"kernel_build_ms", lt.kernel_build_ms},
                                     {"kernel_cache_hits", lt.kernel_cache_hits},
                                     {"kernel_cache_misses", lt.kernel_cache_misses},
+                                    {"probe_builds", lt.probe_builds},
                                     {"first_image_ms", first_ms},
                                     {"start_to_first_image_ms", open_ms + first_ms},
                                     {"first_image_tensor_cores", first_on_tensor_cores},

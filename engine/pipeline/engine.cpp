@@ -239,6 +239,7 @@ void Engine::Impl::open() {
   load_.kernel_build_ms += builds.build_ms - builds_before.build_ms;
   load_.kernel_cache_hits += builds.disk_hits - builds_before.disk_hits;
   load_.kernel_cache_misses += builds.source_builds - builds_before.source_builds;
+  load_.probe_builds = ctx_->programs().source_builds_of("tc_probe");  // a new context: this opening's
   load_.weight_bytes = ctx_->memory().persistent_bytes;
   paths_.winograd_layers = models.weights.transformed();
   paths_.tensor_cores =

@@ -202,6 +202,14 @@ cl_program ProgramCache::get_source(std::string_view label, std::string_view sou
   return program;
 }
 
+int ProgramCache::source_builds_of(std::string_view name) const {
+  const std::string source = source_of(name);
+  std::lock_guard lock(mutex_);
+  int n = 0;
+  for (const auto& [key, entry] : programs_) n += !entry.from_disk && entry.source == source ? 1 : 0;
+  return n;
+}
+
 bool ProgramCache::from_disk(cl_program program) const {
   std::lock_guard lock(mutex_);
   for (const auto& [key, entry] : programs_)

@@ -84,6 +84,9 @@ class ProgramCache {
   bool available(std::string_view name, const std::string& options) const;
 
   ProgramCacheStats stats() const;
+  // Of the programs held, those of embedded source `name` built from source (any options): a part of
+  // stats().source_builds that callers report apart (the engine's device probes).
+  int source_builds_of(std::string_view name) const;
   const std::filesystem::path& dir() const { return dir_; }
   // The disk file an entry with this source and options would use.
   std::filesystem::path entry_path(std::string_view source, const std::string& options) const;

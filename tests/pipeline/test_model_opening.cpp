@@ -128,7 +128,8 @@ TEST(ModelOpening, KernelsArePreparedWhileOpeningAndTheFirstImageBuildsNone) {
     const LoadTimings& t = engine.load_timings();
     EXPECT_GT(t.kernels_prepared, 3);
     EXPECT_EQ(t.kernels_built_while_opening, t.kernels_prepared) << "an empty cache: every program from source";
-    EXPECT_EQ(t.kernel_cache_misses, t.kernels_prepared);
+    // A GPU with tensor cores also builds its probe's program (not one of the model's).
+    EXPECT_EQ(t.kernel_cache_misses, t.kernels_prepared + t.probe_builds);
     ASSERT_FALSE(reports.empty());
     EXPECT_EQ(reports.back().kernels_total, t.kernels_prepared);
     EXPECT_EQ(reports.back().kernels_to_build, t.kernels_prepared);
@@ -297,6 +298,8 @@ TEST(ModelOpening, AKernelThatFailsToPrepareIsBuiltAgainWhenNeeded) {
   // Direct convolutions: with Winograd layers the first program planned is the filter transform, which the
   // opening itself runs, so the failed program would be built again while opening, before generate().
   o.winograd = WinogradUse::Off;
+  // The steady path from the start, as the warm engine's image was made (a GPU's row defers it otherwise).
+  o.defer_steady_kernels = false;
   cl::arm_fault("clBuildProgram", CL_BUILD_PROGRAM_FAILURE);
   std::unique_ptr<Engine> engine;
   try {
@@ -362,6 +365,9 @@ TEST(ModelExport, WrittenLayoutsOpenToTheModelTheyCameFrom) {
     o.model = "random:tiny";
     o.taesd.clear();
     o.prepare_width = o.prepare_height = 64;
+    // Every engine on the steady path from its first image: a GPU's row gives a first start's first images quicker
+    // programs, and a later engine (finding the cache full) would not, so the bits would differ by the path.
+    o.defer_steady_kernels = false;
     Engine original(o);
     const Result expected = original.generate(request);
     for (const fs::path& path : {folder, single}) {

@@ -1,10 +1,9 @@
 // The OpenCL runtime on the test device (PoCL on a machine without GPU).
 #include <gtest/gtest.h>
 
-#include <vector>
-
 #include <cmath>
 #include <fstream>
+#include <vector>
 
 #include "runtime/cl_error.hpp"
 #include "runtime/context.hpp"
@@ -114,11 +113,34 @@ TEST(ProgramCache, SecondContextLoadsTheBinaryFromDisk) {
   EXPECT_EQ(second.programs().stats().memory_hits, 1);
 }
 
+// The engine reports its device probes' programs apart from the model's (LoadTimings::probe_builds).
+TEST(ProgramCache, CountsTheSourceBuildsOfOneKernelFileOverItsOptions) {
+  test::TempDir dir("sdt-cache-count");
+  cl::ContextOptions options;
+  options.cache_dir = dir.path();
+  {
+    cl::Context first(test::test_device(), options);
+    EXPECT_EQ(first.programs().source_builds_of("smoke"), 0);
+    for (const char* variant : {"-DSDT_VARIANT=1", "-DSDT_VARIANT=2", "-DSDT_VARIANT=1"})
+      (void)first.programs().get("smoke", variant);
+    EXPECT_EQ(first.programs().source_builds_of("smoke"), 2) << "two option sets, the third request from memory";
+    EXPECT_EQ(first.programs().source_builds_of("norm"), 0) << "another file's count";
+    EXPECT_EQ(first.programs().stats().source_builds, 2);
+  }
+  cl::Context second(test::test_device(), options);
+  (void)second.programs().get("smoke", "-DSDT_VARIANT=2");
+  EXPECT_EQ(second.programs().source_builds_of("smoke"), 0) << "loaded from the disk cache, not built";
+  EXPECT_EQ(second.programs().stats().disk_hits, 1);
+}
+
 TEST(ProgramCache, CorruptOrTruncatedEntryIsRebuiltSilently) {
   test::TempDir dir("sdt-cache");
   cl::ContextOptions options;
   options.cache_dir = dir.path();
-  { cl::Context warm(test::test_device(), options); run_saxpy(warm, 10); }
+  {
+    cl::Context warm(test::test_device(), options);
+    run_saxpy(warm, 10);
+  }
   std::vector<std::filesystem::path> entries;
   for (auto& e : std::filesystem::directory_iterator(dir.path())) entries.push_back(e.path());
   ASSERT_EQ(entries.size(), 1u);

@@ -183,6 +183,9 @@ struct LoadTimings {
   // source, the wall time from its start to the last program, and how long opening waited for it after the weights.
   int kernels_prepared = 0;
   int kernels_built_while_opening = 0;
+  // Of kernel_cache_misses, the programs of the device's feature probes run while opening (a GPU with tensor cores
+  // tries its ldmatrix forms once per device and driver): built from source, not among kernels_prepared.
+  int probe_builds = 0;
   double kernel_prepare_ms = 0;
   double kernel_wait_ms = 0;
   // The steady path's programs left to build after opening (EngineOptions::defer_steady_kernels), and when they were
