@@ -290,16 +290,18 @@ TEST(KernelPlan, PlanningLeavesTheTensorCoreProbeToARealRun) {
 
 TEST(ModelOpening, AKernelThatFailsToPrepareIsBuiltAgainWhenNeeded) {
   const Request request = small_request();
-  const Result warm = fixture_engine().generate(request);
-  TempDir cache("sdt-test-prepare-fail-cache");
   EngineOptions o = fixture_engine_options();
-  o.cache_dir = cache.path();
   o.prepare_width = o.prepare_height = 64;
   // Direct convolutions: with Winograd layers the first program planned is the filter transform, which the
   // opening itself runs, so the failed program would be built again while opening, before generate().
   o.winograd = WinogradUse::Off;
-  // The steady path from the start, as the warm engine's image was made (a GPU's row defers it otherwise).
+  // The steady path from the start (a GPU's row defers it otherwise).
   o.defer_steady_kernels = false;
+  // The image of the same path without the failure (its kernels from the shared cache; a GPU's row takes Winograd
+  // where the fixture engine's options allow it, so that engine's image is another path's).
+  const Result warm = Engine(o).generate(request);
+  TempDir cache("sdt-test-prepare-fail-cache");
+  o.cache_dir = cache.path();
   cl::arm_fault("clBuildProgram", CL_BUILD_PROGRAM_FAILURE);
   std::unique_ptr<Engine> engine;
   try {
