@@ -52,7 +52,11 @@ const TuningRow kTable[] = {
         // 370 launches it saves cost more: tensor cores 51.5 / 30.7 -> 48.9 / 28.5 ms an image, portable 0.7-1 ms
         // better (A/B in one call, 2026-12-03). docs/bench/2026-12-01-k16-*, docs/bench/2026-12-03-fused.
         .tensor_cores = {.ptx = true, .fused_splitk = true},
-        .attention = {.keys64 = true},
+        // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
+        // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one
+        // call, 2026-12-03; other shapes: 64 work-items 1.55-2.0 ms, 128 with 8 score rows 1.46). Its 64-key form
+        // needs 52 KB: over NVIDIA's 48.
+        .attention = {.keys64 = true, .score_columns = 8, .output_rows = 8},
         .split_k = {.fused = true},
         .attention_block_bytes = kAttentionBlockBytes,
     },
@@ -362,13 +366,17 @@ TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
 AttentionConfig Tuning::attention(int head_dim) const {
   if (effective_.attention && effective_.attention->dc >= head_dim) return *effective_.attention;
   const int dc = (head_dim + 15) / 16 * 16;
-  // SD's 64-wide heads: 64 queries per group, 4×2 scores and 4×4 outputs per work-item (38 KB of local memory), or
-  // 64 keys per step where the row asks for it and the device has room (55 KB). Up to 128 wide: 32 queries per group.
-  const AttentionConfig candidates[] = {{64, 64, dc, 16, 16, 16, 16},
-                                        {64, 32, dc, 16, 16, 16, 16},
-                                        {32, 32, dc, 16, 16, 16, 16},
-                                        {16, 16, dc, 4, 16, 4, 16}};
-  const std::size_t first = dc > 64 ? 2 : row_->attention.keys64 ? 0 : 1;
+  // SD's 64-wide heads: 64 queries per group, 64 keys per step where the row asks for it and the device has room
+  // (55 KB of local memory with 256 work-items), else 32 (38 KB). Up to 128 wide: 32 queries per group. The row's
+  // work-group shape; with 256 work-items each computes 4×2 scores and 4×4 outputs of a 64 × 32 block.
+  const AttentionRow& row = row_->attention;
+  const int threads = 16 * row.score_columns;
+  const auto shaped = [&](int bq, int bk) {
+    const AttentionConfig c{bq, bk, dc, 16, row.score_columns, row.output_rows, threads / std::max(1, row.output_rows)};
+    return c.valid() && c.oq * c.od == threads ? c : AttentionConfig{bq, bk, dc, 16, 16, 16, 16};
+  };
+  const AttentionConfig candidates[] = {shaped(64, 64), shaped(64, 32), shaped(32, 32), {16, 16, dc, 4, 16, 4, 16}};
+  const std::size_t first = dc > 64 ? 2 : row.keys64 ? 0 : 1;
   for (std::size_t i = first; i < std::size(candidates); ++i)
     if (fits(candidates[i].threads(), candidates[i].local_bytes())) return candidates[i];
   return attention_fallback(head_dim, max_work_group_size_);

@@ -140,6 +140,11 @@ struct TensorCoreRow {
 struct AttentionRow {
   // For heads up to 64 wide, try 64 keys per step first (55 KB of local memory) before 32.
   bool keys64 = false;
+  // The work-group: 16 × score_columns work-items (16 query rows of the score tile by score_columns key columns),
+  // the same work-items arranged output_rows × (the rest) for the outputs. 16 and 16: 256 work-items; 8 and 8: 128,
+  // each with twice the scores and outputs of a block (more arithmetic per local-memory read).
+  int score_columns = 16;
+  int output_rows = 16;
 };
 
 // kernels/winograd.cl: which layers run as Winograd, in what tiles, and how much workspace a chunk of tiles takes.

@@ -92,9 +92,11 @@ TEST(Attention, NeedsNoMemoryBeyondItsOutputForLongSequences) {
 
 TEST(Attention, EveryTileConfigurationGivesTheSameResults) {
   // The fallback rows for small work-groups and the 32-query row, on SD's head width and a padded one.
-  // (Each row is a separate PoCL build of seconds, so two rows: the 64-work-item fallback and the GPUs' row
-  // with 64 keys per step. The 32-query row runs by default for the 96-wide heads of the odd-shape test.)
-  const std::vector<cl::AttentionConfig> configs = {{16, 16, 64, 4, 16, 4, 16}, {64, 64, 64, 16, 16, 16, 16}};
+  // (Each row is a separate PoCL build of seconds, so three: the 64-work-item fallback, the GPUs' row with 64 keys
+  // per step, and NVIDIA's 128 work-items of 4×4 scores and 8×4 outputs. The 32-query row runs by default for the
+  // 96-wide heads of the odd-shape test.)
+  const std::vector<cl::AttentionConfig> configs = {
+      {16, 16, 64, 4, 16, 4, 16}, {64, 64, 64, 16, 16, 16, 16}, {64, 32, 64, 16, 8, 8, 16}};
   for (const auto& config : configs) {
     ASSERT_TRUE(config.valid());
     test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention = config; });

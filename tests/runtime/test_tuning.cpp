@@ -108,14 +108,17 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   first.defer_steady_path(false);
   EXPECT_EQ(first.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
 
-  // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key row needs 55 KB, more than 48 KB), 32
-  // queries up to 128 wide; on a device with room, GPUs take 64 keys and CPUs do not.
-  EXPECT_EQ(h200.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
-  EXPECT_EQ(h200.attention(40), (AttentionConfig{64, 64, 48, 16, 16, 16, 16}));  // 45.5 KB: 64 keys fit
-  EXPECT_EQ(h200.attention(128), (AttentionConfig{32, 32, 128, 16, 16, 16, 16}));
+  // attention.cl: 64 queries × 32 keys for SD's 64-wide heads (the 64-key block needs 52-55 KB, more than 48 KB),
+  // 32 queries up to 128 wide; on a device with room, GPUs take 64 keys and CPUs do not. NVIDIA's row: 128
+  // work-items (16 × 8 for the scores, 8 × 16 for the outputs); the others 256 (16 × 16).
+  EXPECT_EQ(h200.attention(64), (AttentionConfig{64, 32, 64, 16, 8, 8, 16}));
+  EXPECT_EQ(h200.attention(40), (AttentionConfig{64, 64, 48, 16, 8, 8, 16}));  // 44.5 KB: 64 keys fit
+  EXPECT_EQ(h200.attention(128), (AttentionConfig{32, 32, 128, 16, 8, 8, 16}));
+  for (const int width : {40, 64, 128}) EXPECT_TRUE(h200.attention(width).valid());
   DeviceInfo big_local = kRadeon;
   big_local.local_memory = 64 * 1024;
   EXPECT_EQ(Tuning(big_local, false).attention(64), (AttentionConfig{64, 64, 64, 16, 16, 16, 16}));
+  EXPECT_EQ(radeon.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
   EXPECT_EQ(pocl.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
 
   // gemm_tc.cl only where the row allows PTX and the device has tensor cores.
@@ -186,7 +189,7 @@ TEST(Tuning, ExplicitOverridesWinOverTheEnvironmentWhichWinsOverTheTable) {
   // An attention override applies to the heads it holds; the block budget's 0 means the row's.
   t.set_overrides({.attention = AttentionConfig{16, 16, 32, 4, 16, 4, 16}, .attention_block_bytes = 0});
   EXPECT_EQ(t.attention(32), (AttentionConfig{16, 16, 32, 4, 16, 4, 16}));
-  EXPECT_EQ(t.attention(64), (AttentionConfig{64, 32, 64, 16, 16, 16, 16}));
+  EXPECT_EQ(t.attention(64), (AttentionConfig{64, 32, 64, 16, 8, 8, 16}));
   EXPECT_EQ(t.attention_block_bytes(), std::size_t(16) << 20);
 
   // Winograd: the choice and the workspace budget; a tuned gemm row replaces the table's (tiles that fit the
@@ -217,9 +220,9 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_EQ(o.tensor_cores, TensorCores::Off);
   }
   {
-    EnvScope gemm("SDT_GEMM_TILE", "64,64,16,3,4");  // 3 is not a vector width
+    EnvScope gemm("SDT_GEMM_TILE", "64,64,16,3,4");         // 3 is not a vector width
     EnvScope first("SDT_FIRST_GEMM_TILE", "128,64,8,8,4");  // K steps of 8 leave 256 work-items half a chunk
-    EnvScope tc("SDT_TC_TILE", "128,128,3");         // too few values
+    EnvScope tc("SDT_TC_TILE", "128,128,3");                // too few values
     EnvScope att("SDT_ATT_TILE", "");
     EnvScope on("SDT_TENSOR_CORES", "1");
     const cl::TuningOverrides o = cl::overrides_from_environment();
