@@ -116,6 +116,10 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     run.stage_ms["device_busy"].push_back(t.device_busy_ms);
     run.stage_ms["device_span"].push_back(t.device_span_ms);
     run.stage_ms["host_gap"].push_back(host_ms - t.device_busy_ms);
+    // Where the host's time went: enqueueing (with the waits between stages), the last wait, what follows it.
+    run.stage_ms["host_enqueue"].push_back(t.host_enqueue_ms);
+    run.stage_ms["host_wait"].push_back(t.host_wait_ms);
+    run.stage_ms["host_after_device"].push_back(t.host_after_device_ms);
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;

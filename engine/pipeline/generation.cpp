@@ -272,7 +272,16 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     ctx.set_stage(stage_label(Stage::Checks));
     nn::NonFiniteCounts counts(ctx, 4);
     const PendingOutputs pending = enqueue_output_reads(ctx, request, recorded, counts, result);
+    const auto enqueued = Clock::now();
+    result.timings.host_enqueue_ms = ms_since(start);
+    // The stages before the last have run (StageFences waited for them): their timings are read now, while the
+    // device finishes, rather than after it. The last commands go to the device first: a driver that holds them
+    // until a flush would otherwise idle while the host reads.
+    cl::check(clFlush(ctx.queue()), "clFlush", "the end of the generation");
+    ctx.harvest_timings();
     ctx.finish();  // the generation's one wait
+    const auto waited = Clock::now();
+    result.timings.host_wait_ms = std::chrono::duration<double, std::milli>(waited - enqueued).count();
     read_back(pending, request, recorded.out, result);
     check_outputs(ctx, *pipeline_, request, recorded.out, pending, non_finite);
 
@@ -302,6 +311,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   for (const auto& [stage, bytes] : result.timings.stage_peak_bytes)
     result.timings.peak_device_bytes = std::max(result.timings.peak_device_bytes, bytes);
   result.timings.total_ms = ms_since(start);
+  result.timings.host_after_device_ms =
+      std::max(0.0, result.timings.total_ms - result.timings.host_enqueue_ms - result.timings.host_wait_ms);
   return result;
 }
 

@@ -9,11 +9,12 @@ namespace sdt::pipeline {
 
 void StageFences::mark(const std::string& ended) {
   const std::string what = ended.empty() ? std::string("the work queued") : "the stage '" + ended + "'";
-  pending_.push_back({ctx_.marker(what), what});
+  pending_.push_back({ctx_.marker(what), what, ctx_.recorded_count()});
   // Hand the queued work to the device now; some drivers only start on a flush.
   cl::check(clFlush(ctx_.queue()), "clFlush", "stage boundary");
   while (pending_.size() > 1) {
     ctx_.wait(pending_.front().event.get(), pending_.front().stage);
+    ctx_.recorded_finished(pending_.front().launches);
     pending_.pop_front();
   }
 }
@@ -29,10 +30,18 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
     t.device_busy_ms += k.duration_ms;
     if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
       switch (s->stage) {
-        case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
-        case Stage::VaeEncode: t.vae_encode_ms += k.duration_ms; break;
-        case Stage::VaeDecode: t.vae_decode_ms += k.duration_ms; break;
-        case Stage::TaesdDecode: t.taesd_decode_ms += k.duration_ms; break;
+        case Stage::TextEncoder:
+          t.text_encoder_ms += k.duration_ms;
+          break;
+        case Stage::VaeEncode:
+          t.vae_encode_ms += k.duration_ms;
+          break;
+        case Stage::VaeDecode:
+          t.vae_decode_ms += k.duration_ms;
+          break;
+        case Stage::TaesdDecode:
+          t.taesd_decode_ms += k.duration_ms;
+          break;
         case Stage::Unet:
           if (s->step >= 1) {
             const auto step = static_cast<std::size_t>(s->step);
@@ -42,7 +51,8 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
           break;
         case Stage::Tokenize:
         case Stage::ReadBack:
-        case Stage::Checks: break;
+        case Stage::Checks:
+          break;
       }
     }
     if (profile) {

@@ -25,6 +25,7 @@ class StageFences {
   struct Pending {
     cl::EventHandle event;
     std::string stage;
+    std::size_t launches = 0;  // recorded before the marker: run once it has passed
   };
   cl::Context& ctx_;
   std::deque<Pending> pending_;

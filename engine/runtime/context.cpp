@@ -99,6 +99,7 @@ Context::~Context() {
     clFinish(queue_.get());
   }
   recorded_.clear();
+  finished_ = harvested_ = 0;
   kernels_.clear();
   programs_.reset();
   if (pool_) trim_pool();
@@ -428,27 +429,37 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   constexpr int kFlushEvery = 32;
   if (++unflushed_ >= kFlushEvery) {
     unflushed_ = 0;
-    check_lazily(clFlush(queue_.get()), "clFlush",
-                 [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
+    check_lazily(clFlush(queue_.get()), "clFlush", [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
+  }
+}
+
+void Context::harvest_timings() {
+  for (; harvested_ < finished_; ++harvested_) {
+    Recorded& r = recorded_[harvested_];
+    r.timed =
+        clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_START, sizeof r.start, &r.start, nullptr) ==
+            CL_SUCCESS &&
+        clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_END, sizeof r.end, &r.end, nullptr) == CL_SUCCESS;
+    r.event.reset();
   }
 }
 
 std::vector<KernelTiming> Context::collect_timings() {
   finish();
+  finished_ = recorded_.size();
+  harvest_timings();
   std::vector<KernelTiming> out;
   out.reserve(recorded_.size());
   cl_ulong origin = 0;
-  for (auto& r : recorded_) {
-    cl_ulong start = 0, end = 0;
-    if (clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) !=
-            CL_SUCCESS ||
-        clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS)
-      continue;
-    if (origin == 0 || start < origin) origin = start;
-    out.push_back({r.stage, r.kernel, static_cast<double>(start), static_cast<double>(end - start) * 1e-6});
-  }
-  for (auto& t : out) t.start_ms = (t.start_ms - static_cast<double>(origin)) * 1e-6;
+  for (const auto& r : recorded_)
+    if (r.timed && (origin == 0 || r.start < origin)) origin = r.start;
+  // Differences in integer nanoseconds first: a device clock's count since boot exceeds a double's exact range.
+  for (auto& r : recorded_)
+    if (r.timed)
+      out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(r.start - origin) * 1e-6,
+                     static_cast<double>(r.end - r.start) * 1e-6});
   recorded_.clear();
+  finished_ = harvested_ = 0;
   return out;
 }
 

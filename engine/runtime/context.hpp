@@ -202,6 +202,14 @@ class Context {
   bool recording() const { return recording_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
   std::vector<KernelTiming> collect_timings();
+  // The launches recorded so far; after a wait for a marker enqueued once `count` launches were recorded,
+  // recorded_finished(count) says that those have run (the queue is in order).
+  std::size_t recorded_count() const { return recorded_.size(); }
+  void recorded_finished(std::size_t count) { finished_ = std::max(finished_, std::min(count, recorded_.size())); }
+  // Reads the profiling times of the launches known to have run and releases their events, so that the host does
+  // it while the device runs the rest (about a microsecond a launch, ≈ 1 ms an image on NVIDIA's driver) rather
+  // than after the queue's end; collect_timings() reads the others.
+  void harvest_timings();
   // Floating-point operations of the work enqueued, counted by the ops (2 per multiply-add) per stage label, so
   // the benchmark can report achieved FLOP/s per stage. take_flops() returns and forgets the counts.
   void add_flops(double flops) { flops_[stage_] += flops; }
@@ -249,9 +257,13 @@ class Context {
   struct Recorded {
     std::string stage;
     std::string kernel;
-    EventHandle event;
+    EventHandle event;  // released once its times are read (harvest_timings)
+    cl_ulong start = 0, end = 0;
+    bool timed = false;  // start and end read
   };
   std::vector<Recorded> recorded_;
+  std::size_t finished_ = 0;   // recorded_[0, finished_) have run
+  std::size_t harvested_ = 0;  // recorded_[0, harvested_) have their times read
   std::map<std::string, double> flops_;
 };
 

@@ -63,6 +63,12 @@ TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
   EXPECT_GT(t.vae_decode_ms, 0);
   EXPECT_GT(t.taesd_decode_ms, 0);
   EXPECT_GT(t.total_ms, 0);
+  // The host's clock in its three parts: enqueueing (the stages' kernels, at least their device time minus the last
+  // stage's, since the host waits at each stage boundary for the stage before), the last wait, what follows.
+  EXPECT_GT(t.host_enqueue_ms, t.text_encoder_ms);
+  EXPECT_GE(t.host_wait_ms, 0);
+  EXPECT_GE(t.host_after_device_ms, 0);
+  EXPECT_NEAR(t.host_enqueue_ms + t.host_wait_ms + t.host_after_device_ms, t.total_ms, 1e-6);
   EXPECT_GT(t.peak_device_bytes, engine.load_timings().weight_bytes);
   for (const char* stage : {"text encoder", "unet step 1", "unet step 2", "vae decode", "taesd decode", "read-back"}) {
     ASSERT_TRUE(t.stage_peak_bytes.count(stage)) << stage;
@@ -150,7 +156,10 @@ TEST(Engine, CancelFromAPreviewStopsBeforeTheNextStep) {
   int previews = 0;
   try {
     (void)engine.generate(
-        request, [&](const Progress& p) { if (cancel) after_cancel.push_back(stage_label(p.stage, p.step)); },
+        request,
+        [&](const Progress& p) {
+          if (cancel) after_cancel.push_back(stage_label(p.stage, p.step));
+        },
         &cancel,
         [&](const StepPreview&) {
           ++previews;
@@ -336,8 +345,7 @@ TEST(Engine, ReportsAWinogradFilterThatOverflowedAtLoadByItsWeightName) {
     FAIL() << "an image was made from non-finite latents";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Device) << e.message();
-    EXPECT_NE(e.message().find("its weights hold NaN or Inf: unet.conv_out.weight"), std::string::npos)
-        << e.message();
+    EXPECT_NE(e.message().find("its weights hold NaN or Inf: unet.conv_out.weight"), std::string::npos) << e.message();
   }
 }
 

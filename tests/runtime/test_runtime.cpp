@@ -221,6 +221,42 @@ TEST(Profiling, RecordsKernelEventsWithStageLabels) {
   EXPECT_GE(timings[0].duration_ms, 0.0);
 }
 
+// The launches before a marker that was waited for have their times read early (while the device runs the rest);
+// collect_timings() still returns every launch once, in order, with its stage.
+TEST(Profiling, TimesReadBeforeTheQueueEndsAreReturnedWithTheRest) {
+  auto ctx = test::make_context();
+  ctx->set_recording(true);
+  auto buf = ctx->buffer(4096 * sizeof(float));
+  cl_kernel fill = ctx->kernel("smoke", "fill_f32");
+  ctx->set_stage("first");
+  for (int i = 0; i < 3; ++i) ctx->launch(fill, cl::Range(4096), cl::Range(), 4096, 1.0f * i, buf);
+  const std::size_t before = ctx->recorded_count();
+  EXPECT_EQ(before, 3u);
+  cl::EventHandle mark = ctx->marker("the first stage");
+  ctx->set_stage("second");
+  for (int i = 0; i < 2; ++i) ctx->launch(fill, cl::Range(4096), cl::Range(), 4096, 2.0f * i, buf);
+  ctx->wait(mark.get(), "the first stage");
+  ctx->recorded_finished(before);
+  ctx->harvest_timings();
+  ctx->recorded_finished(1000);  // more than were recorded: only those recorded count
+  ctx->set_stage("third");
+  ctx->launch(fill, cl::Range(4096), cl::Range(), 4096, 3.0f, buf);
+  const auto timings = ctx->collect_timings();
+  ASSERT_EQ(timings.size(), 6u);
+  const char* stages[] = {"first", "first", "first", "second", "second", "third"};
+  for (std::size_t i = 0; i < timings.size(); ++i) {
+    EXPECT_EQ(timings[i].stage, stages[i]) << i;
+    EXPECT_EQ(timings[i].kernel, "fill_f32");
+    EXPECT_GE(timings[i].duration_ms, 0.0);
+    if (i > 0) EXPECT_GE(timings[i].start_ms, timings[i - 1].start_ms) << "an in-order queue: " << i;
+  }
+  EXPECT_EQ(timings[0].start_ms, 0.0) << "times count from the first launch";
+  EXPECT_TRUE(ctx->collect_timings().empty()) << "collected once";
+  std::vector<float> out(4096, -7.0f);
+  ctx->read(buf, out.data(), out.size() * sizeof(float));
+  EXPECT_EQ(out[4095], 3.0f);
+}
+
 // Setting an argument is checked without making its message on every call (launches set tens of thousands an
 // image); a failure still names the call, the kernel and the code.
 TEST(FaultInjection, AFailedKernelArgumentNamesTheCallAndTheKernel) {

@@ -153,6 +153,13 @@ struct StageTimings {
   double device_span_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
   double total_ms = 0;         // host clock around the whole generate() call
+  // total_ms in three parts: enqueueing every command (with the waits between stages, which keep the host at most
+  // one stage ahead), the one wait for the device after the last command, and what follows it (the read-back's
+  // copies out, the NaN checks, the kernels' timings). An enqueue close to total_ms and a short wait: the host's
+  // launching bounds the image, not the device.
+  double host_enqueue_ms = 0;
+  double host_wait_ms = 0;
+  double host_after_device_ms = 0;
   std::uint64_t peak_device_bytes = 0;
   // Device memory held (weights + pooled buffers) at its highest during each stage, by stage_label() ("text
   // encoder", "unet step 1", "vae decode", ...): which stage made the memory grow.
