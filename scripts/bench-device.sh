@@ -102,8 +102,8 @@ if [ -x "$bench" ]; then
         echo "$tag: exit $? $(python3 -c 'import json, sys
 for name, d in json.load(open(sys.argv[1]))["decoders"].items():
     m = {k: s["median_ms"] for k, s in d["stages"].items()}
-    print("%s: host %.2f ms, device busy %.2f, gap %.2f" % (name, m["end_to_end_host"], m["device_busy"], m["host_gap"]),
-          end="  ")' "$out/$tag.json" 2>/dev/null)"
+    print("%s: host %.2f ms, device busy %.2f, gap %.2f, after the device %.2f" % (name, m["end_to_end_host"],
+          m["device_busy"], m["host_gap"], m.get("host_after_device", float("nan"))), end="  ")' "$out/$tag.json" 2>/dev/null)"
       done
     done
   done
