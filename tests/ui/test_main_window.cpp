@@ -30,8 +30,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/cl_error.hpp"
 #include "base/log.hpp"
+#include "runtime/cl_error.hpp"
 #include "sdt/image.hpp"
 #include "test_common.hpp"
 #include "ui/gallery_files.hpp"
@@ -240,6 +240,10 @@ class MainWindowTest : public QObject {
              qPrintable(timings->stage_value(QStringLiteral("total"))));
     QVERIFY(!timings->stage_value(QStringLiteral("UNet step 1")).isEmpty());
     QVERIFY(!timings->stage_value(QStringLiteral("VAE decode")).isEmpty());
+    // The host's share: the total less the kernels' device time.
+    QVERIFY2(timings->stage_value(QStringLiteral("host")).endsWith(QStringLiteral("ms")) ||
+                 timings->stage_value(QStringLiteral("host")).endsWith(QStringLiteral(" s")),
+             qPrintable(timings->stage_value(QStringLiteral("host"))));
     QCOMPARE(timings->history()->rowCount(), 1);
     QCOMPARE(timings->history()->item(0, 1)->text(), QStringLiteral("cold"));
     QVERIFY(timings->engine()->topLevelItemCount() > 0);
@@ -653,7 +657,6 @@ class MainWindowTest : public QObject {
     QCOMPARE(window.device_notice()->is_shown(), !info.any_gpu);
     if (!info.any_gpu) QVERIFY(window.device_notice()->text().contains(QStringLiteral("Adrenalin")));
   }
-
 };
 
 QTEST_MAIN(MainWindowTest)
