@@ -30,18 +30,10 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
     t.device_busy_ms += k.duration_ms;
     if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
       switch (s->stage) {
-        case Stage::TextEncoder:
-          t.text_encoder_ms += k.duration_ms;
-          break;
-        case Stage::VaeEncode:
-          t.vae_encode_ms += k.duration_ms;
-          break;
-        case Stage::VaeDecode:
-          t.vae_decode_ms += k.duration_ms;
-          break;
-        case Stage::TaesdDecode:
-          t.taesd_decode_ms += k.duration_ms;
-          break;
+        case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
+        case Stage::VaeEncode: t.vae_encode_ms += k.duration_ms; break;
+        case Stage::VaeDecode: t.vae_decode_ms += k.duration_ms; break;
+        case Stage::TaesdDecode: t.taesd_decode_ms += k.duration_ms; break;
         case Stage::Unet:
           if (s->step >= 1) {
             const auto step = static_cast<std::size_t>(s->step);
@@ -51,8 +43,7 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
           break;
         case Stage::Tokenize:
         case Stage::ReadBack:
-        case Stage::Checks:
-          break;
+        case Stage::Checks: break;
       }
     }
     if (profile) {

@@ -98,8 +98,7 @@ Context::~Context() {
   } else if (queue_) {
     clFinish(queue_.get());
   }
-  recorded_.clear();
-  finished_ = harvested_ = 0;
+  forget_recorded();
   kernels_.clear();
   programs_.reset();
   if (pool_) trim_pool();
@@ -429,7 +428,8 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   constexpr int kFlushEvery = 32;
   if (++unflushed_ >= kFlushEvery) {
     unflushed_ = 0;
-    check_lazily(clFlush(queue_.get()), "clFlush", [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
+    check_lazily(clFlush(queue_.get()), "clFlush",
+                 [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
   }
 }
 
@@ -458,9 +458,13 @@ std::vector<KernelTiming> Context::collect_timings() {
     if (r.timed)
       out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(r.start - origin) * 1e-6,
                      static_cast<double>(r.end - r.start) * 1e-6});
+  forget_recorded();
+  return out;
+}
+
+void Context::forget_recorded() {
   recorded_.clear();
   finished_ = harvested_ = 0;
-  return out;
 }
 
 }  // namespace sdt::cl

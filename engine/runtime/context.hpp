@@ -264,6 +264,7 @@ class Context {
   std::vector<Recorded> recorded_;
   std::size_t finished_ = 0;   // recorded_[0, finished_) have run
   std::size_t harvested_ = 0;  // recorded_[0, harvested_) have their times read
+  void forget_recorded();      // the launches and both counts
   std::map<std::string, double> flops_;
 };
 
