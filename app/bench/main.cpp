@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "interrupt.hpp"
@@ -82,6 +83,8 @@ struct DecoderRun {
   std::map<std::string, int> stage_launches;            // from the last run
   std::uint64_t peak_bytes = 0;
   std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
+  // (stage, kernel, work sizes) -> launches, total ms over the timed runs: which layers the time went to
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int, double>> shapes;
 };
 
 DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder,
@@ -129,6 +132,9 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
       auto& entry = run.kernels[k.kernel];
       entry.first += k.launches;
       entry.second += k.total_ms;
+      auto& shape = run.shapes[{stage_of(k.stage), k.kernel, k.shape}];
+      shape.first += k.launches;
+      shape.second += k.total_ms;
     }
   }
   return run;
@@ -412,6 +418,26 @@ int main(int argc, char** argv) {
                                  {"share", total > 0 ? v.second / total : 0}};
           std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
                       double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
+        }
+        // The heaviest launch shapes: a kernel's time by layer (its work sizes), for finding the slow ones.
+        std::vector<std::pair<std::tuple<std::string, std::string, std::string>, std::pair<int, double>>> shapes(
+            run.shapes.begin(), run.shapes.end());
+        std::sort(shapes.begin(), shapes.end(), [](auto& a, auto& b) { return a.second.second > b.second.second; });
+        constexpr std::size_t kShown = 40;
+        std::printf("  heaviest launch shapes (%s, per run; %zu shapes, the first %zu):\n", decoder.c_str(),
+                    shapes.size(), std::min(shapes.size(), kShown));
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+          const auto& [stage, kernel, shape] = shapes[i].first;
+          const double launches = double(shapes[i].second.first) / std::max(1, o.runs);
+          const double per_run = shapes[i].second.second / std::max(1, o.runs);
+          dj["launch_shapes"].push_back({{"stage", stage},
+                                         {"kernel", kernel},
+                                         {"shape", shape},
+                                         {"launches_per_run", launches},
+                                         {"ms_per_run", per_run}});
+          if (i < kShown)
+            std::printf("    %-13s %-28s %-28s %5.0f x %8.3f ms = %7.2f ms\n", stage.c_str(), kernel.c_str(),
+                        shape.c_str(), launches, launches > 0 ? per_run / launches : 0.0, per_run);
         }
       }
     }

@@ -3,9 +3,25 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
+#include <string>
 #include <utility>
 
 namespace sdt::pipeline {
+namespace {
+
+// "5120x4x16 / 256x1x1": a launch's work sizes, for the profile (which products, convolutions and attentions the
+// time went to: the shapes tell the layers apart where the kernel names do not).
+std::string launch_shape(const cl::Range& global, const cl::Range& local) {
+  auto dims = [](const cl::Range& r) {
+    std::string s;
+    for (cl_uint d = 0; d < std::max<cl_uint>(r.dims, 1); ++d) s += (d ? "x" : "") + std::to_string(r.size[d]);
+    return s;
+  };
+  return dims(global) + " / " + (local.dims ? dims(local) : std::string("auto"));
+}
+
+}  // namespace
 
 void StageFences::mark(const std::string& ended) {
   const std::string what = ended.empty() ? std::string("the work queued") : "the stage '" + ended + "'";
@@ -21,7 +37,7 @@ void StageFences::mark(const std::string& ended) {
 
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
                        std::vector<KernelProfileEntry>* profile) {
-  std::map<std::pair<std::string, std::string>, KernelProfileEntry> per_kernel;
+  std::map<std::tuple<std::string, std::string, std::string>, KernelProfileEntry> per_kernel;
   double first = 0, last = 0;
   for (const auto& k : recorded) {
     t.stage_launches[k.stage] += 1;
@@ -47,9 +63,11 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
       }
     }
     if (profile) {
-      auto& entry = per_kernel[{k.stage, k.kernel}];
+      std::string shape = launch_shape(k.global, k.local);
+      auto& entry = per_kernel[{k.stage, k.kernel, shape}];
       entry.stage = k.stage;
       entry.kernel = k.kernel;
+      entry.shape = std::move(shape);
       entry.launches += 1;
       entry.total_ms += k.duration_ms;
     }

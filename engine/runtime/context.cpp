@@ -419,7 +419,8 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
                              local.dims ? local.size.data() : nullptr, 0, nullptr, recording_ ? &event : nullptr);
   if (event) {
     auto it = kernel_names_.find(kernel);
-    recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event)});
+    recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event), 0, 0,
+                         false, global, local});
   }
   check_lazily(status, "clEnqueueNDRangeKernel",
                [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
@@ -457,7 +458,7 @@ std::vector<KernelTiming> Context::collect_timings() {
   for (auto& r : recorded_)
     if (r.timed)
       out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(r.start - origin) * 1e-6,
-                     static_cast<double>(r.end - r.start) * 1e-6});
+                     static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local});
   forget_recorded();
   return out;
 }

@@ -90,6 +90,7 @@ struct KernelTiming {
   std::string kernel;   // kernel function name
   double start_ms = 0;  // relative to the first event collected
   double duration_ms = 0;
+  Range global, local;  // the launch's work sizes (local.dims 0: the driver chose)
 };
 
 struct ContextOptions {
@@ -260,6 +261,7 @@ class Context {
     EventHandle event;  // released once its times are read (harvest_timings)
     cl_ulong start = 0, end = 0;
     bool timed = false;  // start and end read
+    Range global, local;
   };
   std::vector<Recorded> recorded_;
   std::size_t finished_ = 0;   // recorded_[0, finished_) have run

@@ -8,6 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
 
 #include "engine_fixture.hpp"
 #include "io/safetensors.hpp"
@@ -367,6 +371,44 @@ TEST(Engine, RandomTinyModelGeneratesAVariedImageAndIsLabelledAsRandom) {
   const std::vector<PngText> texts = engine.png_metadata(request, r);
   EXPECT_NE(texts[0].value.find("random weights"), std::string::npos) << texts[0].value;
   EXPECT_EQ(nlohmann::json::parse(texts[1].value)["model"]["random_weights"], true);
+}
+
+// The benchmark's profile: every launch counted once, under its stage, kernel and work sizes, so the layers a kernel
+// runs for can be told apart (the UNet's products have many shapes).
+TEST(Engine, KernelProfileCountsEveryLaunchByStageKernelAndShape) {
+  EngineOptions o;
+  o.model = "random:tiny";
+  o.cache_dir = engine_kernel_cache();
+  o.profile_kernels = true;
+  if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
+  Engine engine(o);
+  const Result r = engine.generate(small_request(Decoder::Full));
+  ASSERT_FALSE(r.kernel_profile.empty());
+  std::map<std::string, int> launches;
+  std::map<std::string, std::set<std::string>> gemm_shapes;
+  for (const KernelProfileEntry& e : r.kernel_profile) {
+    launches[e.stage] += e.launches;
+    EXPECT_GT(e.launches, 0) << e.stage << " " << e.kernel;
+    EXPECT_GE(e.total_ms, 0.0) << e.stage << " " << e.kernel;
+    // "<global> / <local>", each size a positive number, dimensions joined by x; "auto" where the driver chose.
+    const std::size_t slash = e.shape.find(" / ");
+    ASSERT_NE(slash, std::string::npos) << e.kernel << ": '" << e.shape << "'";
+    for (const std::string& part : {e.shape.substr(0, slash), e.shape.substr(slash + 3)}) {
+      if (part == "auto") continue;
+      std::stringstream dims(part);
+      std::string d;
+      int count = 0;
+      while (std::getline(dims, d, 'x')) {
+        ++count;
+        EXPECT_FALSE(d.empty() || d.find_first_not_of("0123456789") != std::string::npos || std::stoull(d) == 0)
+            << e.kernel << ": '" << e.shape << "'";
+      }
+      EXPECT_TRUE(count >= 1 && count <= 3) << e.kernel << ": '" << e.shape << "'";
+    }
+    if (e.kernel.rfind("gemm", 0) == 0) gemm_shapes[e.stage].insert(e.shape);
+  }
+  EXPECT_EQ(launches, r.timings.stage_launches) << "every launch once, under its stage";
+  EXPECT_GT(gemm_shapes["unet step 1"].size(), 3u) << "the UNet's products of different layers told apart";
 }
 
 }  // namespace

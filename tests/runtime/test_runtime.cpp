@@ -219,6 +219,15 @@ TEST(Profiling, RecordsKernelEventsWithStageLabels) {
   EXPECT_EQ(timings[0].stage, "poison");
   EXPECT_EQ(timings[0].kernel, "fill_f32");
   EXPECT_GE(timings[0].duration_ms, 0.0);
+  EXPECT_EQ(timings[0].global.dims, 1u);
+  EXPECT_EQ(timings[0].global.size[0], 256u);
+  EXPECT_EQ(timings[0].local.dims, 0u) << "the driver chose the work-group";
+  ctx->launch(ctx->kernel("smoke", "fill_f32"), cl::Range(128, 2), cl::Range(64, 1), 256, 2.5f, buf);
+  const auto second = ctx->collect_timings();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].global.dims, 2u);
+  EXPECT_EQ(second[0].global.size, (std::array<std::size_t, 3>{128, 2, 1}));
+  EXPECT_EQ(second[0].local.size, (std::array<std::size_t, 3>{64, 1, 1}));
 }
 
 // The launches before a marker that was waited for have their times read early (while the device runs the rest);

@@ -171,10 +171,12 @@ struct StageTimings {
   std::map<std::string, int> stage_launches;
 };
 
-// Time per kernel function within a stage, summed over its launches (EngineOptions::profile_kernels).
+// Time per kernel function and launch shape within a stage, summed over its launches
+// (EngineOptions::profile_kernels).
 struct KernelProfileEntry {
   std::string stage;  // stage_label()
   std::string kernel;
+  std::string shape;  // the launches' work sizes, global / local ("5120x4x16 / 256x1x1"; local "auto": the driver's)
   int launches = 0;
   double total_ms = 0;
 };
