@@ -260,6 +260,14 @@ EOF
     bad "the image differs from case0_vae.png"
   fi
   if ! not_yet "$work/generate.txt"; then
+    # The weights on the device are counted there too (wine's OpenCL bridge calls no destructor callbacks; the count
+    # once stayed at zero, and the app showed "Weights on device 0.0 MiB").
+    if "$python" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1], encoding="utf-8"))["weight_bytes"] > 0 else 1)' \
+      "$WINEPREFIX/drive_c/out/timings.json" 2>/dev/null; then
+      ok "sdturbo-cli.exe counts the weights on the device"
+    else
+      bad "the timings report no weights on the device (weight_bytes)"
+    fi
     # The kernel cache lives under %LOCALAPPDATA% on Windows.
     if [ -n "$(find "$WINEPREFIX/drive_c/users" -path '*/AppData/Local/SD-Turbo Studio/kernels/*' -type f -print -quit)" ]; then
       ok "kernel binaries cached under %LOCALAPPDATA%\\SD-Turbo Studio\\kernels"

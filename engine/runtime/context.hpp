@@ -45,6 +45,9 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool, const PoolTag& tag = {});
+  // Context::persistent() where the OpenCL layer calls no destructor callbacks: counted among the pool's persistent
+  // bytes, which this buffer leaves when it goes.
+  static Buffer counted_persistent(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool);
   ~Buffer();
   Buffer(Buffer&&) noexcept = default;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -62,6 +65,7 @@ class Buffer {
   std::size_t bytes_ = 0;
   PoolTag tag_;
   std::shared_ptr<PoolState> pool_;
+  bool persistent_ = false;  // pool_ counts it as persistent rather than owning it
 };
 
 // Local memory argument of `bytes` for a kernel launch.
