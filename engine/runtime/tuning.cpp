@@ -204,6 +204,15 @@ TuningOverrides overrides_from_environment() {
       config_from_env<TcConfig, 4>("SDT_TC_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
         return TcConfig{v[0], v[1], v[2], v[3]};
       });
+  if (const char* env = std::getenv("SDT_SPLITK"); env && *env) {
+    const std::vector<int> v = parse_ints(env);
+    if (v.size() == 3 && v[0] >= 1 && v[1] >= 1 && v[2] >= 1)
+      o.split_k = SplitKRow{.max_splits = v[0], .min_steps_per_split = v[1], .groups_per_unit = v[2]};
+    else
+      log::get("engine")->warn("ignoring SDT_SPLITK='{}': expected max_splits,min_steps_per_split,groups_per_unit, "
+                               "each at least 1",
+                               env);
+  }
   o.attention = config_from_env<AttentionConfig, 7>(
       "SDT_ATT_TILE", "bq,bk,dc,sq,sk,oq,od", "attention.cl",
       [](const auto& v) { return AttentionConfig{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}; });
@@ -264,6 +273,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.deferred_gemm = pick(explicit_.deferred_gemm, environment_.deferred_gemm);
   effective_.gemm_splits = pick(explicit_.gemm_splits, environment_.gemm_splits);
   effective_.fused_splitk = pick(explicit_.fused_splitk, environment_.fused_splitk);
+  effective_.split_k = pick(explicit_.split_k, environment_.split_k);
   effective_.tensor_cores = pick(explicit_.tensor_cores, environment_.tensor_cores);
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
   effective_.attention = pick(explicit_.attention, environment_.attention);
@@ -333,7 +343,7 @@ WinogradRow Tuning::winograd() const {
 int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
   const int steps = (K + tk - 1) / tk;
   if (effective_.gemm_splits) return std::clamp(*effective_.gemm_splits, 1, std::max(1, steps));
-  const SplitKRow& split = row_->split_k;
+  const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;
   const std::size_t target = static_cast<std::size_t>(split.groups_per_unit) * compute_units_;
   if (tiles >= target) return 1;
   const int wanted = static_cast<int>((target + tiles - 1) / tiles);

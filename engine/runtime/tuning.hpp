@@ -202,6 +202,7 @@ struct TuningOverrides {
   std::optional<GemmConfig> gemm = {};           // every gemm.cl product
   std::optional<GemmConfig> deferred_gemm = {};  // while the steady path is deferred (the row's GemmRow::deferred)
   std::optional<int> gemm_splits = {};           // K slices of every product (clamped to the K steps there are)
+  std::optional<SplitKRow> split_k = {};         // the row's split-K rule (its counts; `fused` is fused_splitk's)
   std::optional<bool> fused_splitk = {};         // gemm.cl's and gemm_tc.cl's split K summed in the kernel or not
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
@@ -219,7 +220,7 @@ struct TuningOverrides {
 // SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
 // gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
-// allows it). A value that breaks its kernel's rules is ignored with a warning.
+// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule). A value that breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------

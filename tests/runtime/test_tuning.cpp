@@ -212,7 +212,16 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope tc("SDT_TC_TILE", "64,64,2,2");
     EnvScope att("SDT_ATT_TILE", "16,16,64,4,16,4,16");
     EnvScope off("SDT_TENSOR_CORES", "0");
+    EnvScope split("SDT_SPLITK", "8,2,4");
     const cl::TuningOverrides o = cl::overrides_from_environment();
+    ASSERT_TRUE(o.split_k);
+    EXPECT_EQ(o.split_k->max_splits, 8);
+    EXPECT_EQ(o.split_k->min_steps_per_split, 2);
+    EXPECT_EQ(o.split_k->groups_per_unit, 4);
+    const Tuning h200(kH200, true, o);  // 4 groups per compute unit: 528 work-groups, 8 slices at most
+    EXPECT_EQ(h200.gemm_splits(100, 4096, 32), 6);
+    EXPECT_EQ(h200.gemm_splits(1, 100 * 32, 32), 8);
+    EXPECT_EQ(h200.gemm_splits(1, 6 * 32, 32), 3) << "at least 2 K steps a slice";
     EXPECT_EQ(o.gemm, (GemmConfig{32, 32, 16, 4, 4}));
     EXPECT_EQ(o.deferred_gemm, (GemmConfig{64, 64, 16, 4, 4}));
     EXPECT_EQ(o.tensor_core_tiles, (TcConfig{64, 64, 2, 2}));
@@ -225,7 +234,9 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope tc("SDT_TC_TILE", "128,128,3");                // too few values
     EnvScope att("SDT_ATT_TILE", "");
     EnvScope on("SDT_TENSOR_CORES", "1");
+    EnvScope split("SDT_SPLITK", "8,0,4");  // a slice of no K steps
     const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_FALSE(o.split_k);
     EXPECT_FALSE(o.gemm);
     EXPECT_FALSE(o.deferred_gemm);
     EXPECT_FALSE(o.tensor_core_tiles);
