@@ -25,10 +25,12 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
   // The choice needs the device's tuning row; a source without a device (listing the weights only) lists the same
   // spec either way.
   const cl::Context* device = scope.device();
-  if (kernel_size == 3 && plan.native_h > 0 && device &&
-      winograd_worth(*device, in_channels, out_channels, geometry, plan.native_h, plan.native_w, storage)) {
+  const int m = kernel_size == 3 && plan.native_h > 0 && device
+                    ? winograd_layer_tile(*device, in_channels, out_channels, geometry, plan.native_h, plan.native_w,
+                                          storage)
+                    : 0;
+  if (m > 0) {
     // The filter transform reads the fp32 values, so the transformed filter is rounded once into the storage.
-    const int m = winograd_tile(*device, storage);
     WeightTransform transform;
     transform.shape = {(m + 2) * (m + 2), out_channels, in_channels};
     transform.apply = [](cl::Context& ctx, const Tensor& w, const Tensor& u) { winograd_filter_into(ctx, w, u); };

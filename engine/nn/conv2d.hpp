@@ -2,7 +2,7 @@
 // with the geometries SD needs: symmetric padding, one-sided padding (diffusers' Downsample2D with padding 0
 // pads right and bottom by one first), and the nearest-2× upsampling of Upsample2D read inside the conv.
 // A 3×3 stride-1 layer whose owner says what map it sees at the model's native resolution (ConvPlan) may be
-// chosen, at load, to run as Winograd (nn::winograd_worth: the device's tuning row decides by shape): its
+// chosen, at load, to run as Winograd (nn::winograd_layer_tile: the device's tuning row decides by shape): its
 // filter is then transformed once and only the transformed filter is kept.
 #pragma once
 

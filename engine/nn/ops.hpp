@@ -71,10 +71,15 @@ Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m);
 void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u);
 Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b,
                        const ConvGeometry& geometry, const ConvFusion& fusion = {});
-// The output tile m the device's tuning row chooses for a filter stored as `storage` (4 for fp32, 2 for fp16).
+// The largest output tile m the device's tuning row allows for a filter stored as `storage` (4 for fp32, 2 for
+// fp16).
 int winograd_tile(const cl::Context& ctx, DType storage);
-bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& geometry,
-                    std::int64_t h, std::int64_t w, DType storage);
+// The output tile a 3×3 layer of C → O channels with this geometry runs as Winograd with, at an output of h × w
+// (the model's native resolution), on this device: the largest allowed tile whose tiles fill the batched
+// products (WinogradRow::min_tiles), or 0 for direct convolution (stride 2, too few tiles or channels, the
+// tensor-core path, or WinogradUse::Never).
+int winograd_layer_tile(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& geometry,
+                        std::int64_t h, std::int64_t w, DType storage);
 
 // What the tensor-core kernels may use on this device (kernels/tc_probe.cl: ldmatrix), found by running a probe
 // once: before a kernel plan (pipeline/kernel_plan.hpp), whose programs' options depend on it. Nothing on devices

@@ -1,6 +1,6 @@
 // Winograd convolution F(4×4, 3×3) or F(2×2, 3×3) on kernels/winograd.cl and gemm.cl's batched products (see the
 // kernel file for the algorithm). Used for the 3×3 stride-1 convolutions whose maps are large enough
-// (winograd_worth): most of the VAE decoder's 2.5 TFLOP, TAESD's and the UNet's 64×64 and 32×32 levels. The filter
+// (winograd_layer_tile): most of the VAE decoder's 2.5 TFLOP, TAESD's and the UNet's 64×64 to 16×16 levels. The filter
 // transform runs once at load (winograd_filter); each call gathers and transforms the input, runs the 36 (or 16)
 // products as one batched launch and transforms back with bias, activation and residual: three launches per
 // chunk of tiles.
@@ -36,22 +36,29 @@ std::string winograd_options(int m, bool w_half, bool u_half, bool bias_half) {
 
 }  // namespace
 
-bool winograd_worth(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& g, std::int64_t h,
-                    std::int64_t w, DType storage) {
-  if (g.stride != 1 || C <= 0 || O <= 0 || h <= 0 || w <= 0) return false;
+int winograd_layer_tile(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& g, std::int64_t h,
+                        std::int64_t w, DType storage) {
+  if (g.stride != 1 || C <= 0 || O <= 0 || h <= 0 || w <= 0) return 0;
   // The tensor-core kernel is faster than Winograd on the SIMT units, and exact to fp16 products. The steady path:
   // a layer chooses once, at load, also while the tensor-core programs are still building.
-  if (ctx.tuning().steady_tensor_core_path(storage == DType::F16) != cl::TensorCores::Off) return false;
+  if (ctx.tuning().steady_tensor_core_path(storage == DType::F16) != cl::TensorCores::Off) return 0;
+  const int largest = winograd_tile(ctx, storage);
   switch (ctx.tuning().winograd_use()) {
     case cl::WinogradUse::Never:
-      return false;
+      return 0;
     case cl::WinogradUse::Always:
-      return true;
+      return largest;
     case cl::WinogradUse::Auto:
       break;
   }
   const cl::WinogradRow row = ctx.tuning().winograd();
-  return C >= row.min_channels && tiles(h, w, 4) >= row.min_tiles;
+  if (C < row.min_channels) return 0;
+  // The largest tile that still gives the batched products enough rows: F(4×4) where the map has min_tiles 4×4
+  // tiles, else F(2×2) where it has that many 2×2 ones (the UNet's 1280-channel 16×16 level: 0.18 against 0.46 ms
+  // direct with fp16 filters, 0.15 against 0.39 with fp32, where F(4×4) takes 0.29; docs/bench/2026-12-03-shapes).
+  for (int m = largest; m >= 2; m -= 2)
+    if (tiles(h, w, m) >= row.min_tiles) return m;
+  return 0;
 }
 
 int winograd_tile(const cl::Context& ctx, DType storage) {

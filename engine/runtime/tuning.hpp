@@ -149,9 +149,9 @@ struct AttentionRow {
 
 // kernels/winograd.cl: which layers run as Winograd, in what tiles, and how much workspace a chunk of tiles takes.
 struct WinogradRow {
-  // A layer whose output has at least this many 4×4 tiles at the model's native resolution, and at least this many
-  // input channels, runs as Winograd when its products run on gemm.cl: below that the 36 batched products are too
-  // thin to beat direct convolution.
+  // A layer with at least this many input channels runs as Winograd when its products run on gemm.cl, with the
+  // largest output tile (the storage's below, else 2×2) of which its output has at least min_tiles at the model's
+  // native resolution: below that the 36 (or 16) batched products are too thin to beat direct convolution.
   int min_tiles = 64;
   int min_channels = 16;
   // The transformed input and the products of one chunk of tiles stay within this many bytes.
