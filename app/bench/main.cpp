@@ -85,6 +85,7 @@ struct DecoderRun {
   std::map<std::string, std::pair<int, double>> kernels;  // kernel -> launches, total ms over the timed runs
   // (stage, kernel, work sizes) -> launches, total ms over the timed runs: which layers the time went to
   std::map<std::tuple<std::string, std::string, std::string>, std::pair<int, double>> shapes;
+  std::vector<sdt::DeviceIdleGap> idle_gaps;  // the last run's longest
 };
 
 DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::string& decoder,
@@ -128,6 +129,7 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;
     run.stage_launches.clear();
     for (const auto& [label, launches] : t.stage_launches) run.stage_launches[stage_of(label)] += launches;
+    run.idle_gaps = result.idle_gaps;
     for (const auto& k : result.kernel_profile) {
       auto& entry = run.kernels[k.kernel];
       entry.first += k.launches;
@@ -418,6 +420,16 @@ int main(int argc, char** argv) {
                                  {"share", total > 0 ? v.second / total : 0}};
           std::printf("    %-32s %6.0f launches %9.2f ms %5.1f%%\n", name.c_str(),
                       double(v.first) / std::max(1, o.runs), per_run, total > 0 ? 100 * v.second / total : 0);
+        }
+        // Where the device waited inside its span (the last run): what ran before and after each stretch.
+        std::printf("  longest idle stretches on the device (%s, last run):\n", decoder.c_str());
+        for (const sdt::DeviceIdleGap& g : run.idle_gaps) {
+          dj["idle_gaps"].push_back({{"at_ms", g.at_ms},
+                                     {"gap_ms", g.gap_ms},
+                                     {"after", g.after_stage + " " + g.after_kernel},
+                                     {"before", g.before_stage + " " + g.before_kernel}});
+          std::printf("    %8.3f ms at %7.2f ms: after %s %s, before %s %s\n", g.gap_ms, g.at_ms,
+                      g.after_stage.c_str(), g.after_kernel.c_str(), g.before_stage.c_str(), g.before_kernel.c_str());
         }
         // The heaviest launch shapes: a kernel's time by layer (its work sizes), for finding the slow ones.
         std::vector<std::pair<std::tuple<std::string, std::string, std::string>, std::pair<int, double>>> shapes(

@@ -288,6 +288,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     const std::vector<cl::KernelTiming> timings = ctx.collect_timings();  // the queue is idle: no wait
     ctx.set_recording(false);
     pipeline::add_stage_timings(timings, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
+    if (options_.profile_kernels) result.idle_gaps = pipeline::longest_idle_gaps(timings, 12);
     // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
     if (stages.cancelled())
       throw Error(ErrorKind::Cancelled, "generation cancelled during the read-back; no image returned");

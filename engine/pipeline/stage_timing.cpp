@@ -77,4 +77,26 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
     for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
 }
 
+std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>& recorded, std::size_t count) {
+  std::vector<const cl::KernelTiming*> order;
+  order.reserve(recorded.size());
+  for (const auto& k : recorded) order.push_back(&k);
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->start_ms < b->start_ms; });
+  std::vector<DeviceIdleGap> gaps;
+  double busy_until = 0;  // the latest end so far (an out-of-order device could overlap launches)
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const cl::KernelTiming& k = *order[i];
+    if (i > 0 && k.start_ms > busy_until) {
+      const cl::KernelTiming& before = *order[i - 1];
+      gaps.push_back({busy_until, k.start_ms - busy_until, before.stage, before.kernel, k.stage, k.kernel});
+    }
+    busy_until = i == 0 ? k.start_ms + k.duration_ms : std::max(busy_until, k.start_ms + k.duration_ms);
+  }
+  const std::size_t n = std::min(count, gaps.size());
+  std::partial_sort(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(n), gaps.end(),
+                    [](const auto& a, const auto& b) { return a.gap_ms > b.gap_ms; });
+  gaps.resize(n);
+  return gaps;
+}
+
 }  // namespace sdt::pipeline

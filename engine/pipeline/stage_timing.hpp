@@ -36,4 +36,7 @@ class StageFences {
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& timings,
                        std::vector<KernelProfileEntry>* profile);
 
+// The `count` longest stretches in which the device ran none of the recorded launches, longest first.
+std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>& recorded, std::size_t count);
+
 }  // namespace sdt::pipeline

@@ -15,6 +15,7 @@
 
 #include "engine_fixture.hpp"
 #include "io/safetensors.hpp"
+#include "pipeline/stage_timing.hpp"
 #include "runtime/cl_error.hpp"
 #include "sdt/error.hpp"
 
@@ -409,6 +410,41 @@ TEST(Engine, KernelProfileCountsEveryLaunchByStageKernelAndShape) {
   }
   EXPECT_EQ(launches, r.timings.stage_launches) << "every launch once, under its stage";
   EXPECT_GT(gemm_shapes["unet step 1"].size(), 3u) << "the UNet's products of different layers told apart";
+  // The idle stretches: longest first, each positive, together no more than the span's idle time.
+  double idle = 0;
+  for (std::size_t i = 0; i < r.idle_gaps.size(); ++i) {
+    EXPECT_GT(r.idle_gaps[i].gap_ms, 0.0);
+    if (i > 0) EXPECT_LE(r.idle_gaps[i].gap_ms, r.idle_gaps[i - 1].gap_ms);
+    EXPECT_FALSE(r.idle_gaps[i].after_kernel.empty() || r.idle_gaps[i].before_kernel.empty());
+    idle += r.idle_gaps[i].gap_ms;
+  }
+  EXPECT_LE(idle, r.timings.device_span_ms - r.timings.device_busy_ms + 1e-6);
+}
+
+// Gaps between launches, measured from the latest end so far (overlapping launches leave none), longest first.
+TEST(StageTimings, LongestIdleGapsNameTheLaunchesAroundThem) {
+  auto launch = [](const char* stage, const char* kernel, double start, double end) {
+    cl::KernelTiming k;
+    k.stage = stage;
+    k.kernel = kernel;
+    k.start_ms = start;
+    k.duration_ms = end - start;
+    return k;
+  };
+  const std::vector<cl::KernelTiming> recorded = {
+      launch("text encoder", "a", 0, 1),   launch("text encoder", "b", 1.5, 2), launch("unet step 1", "c", 2, 3),
+      launch("unet step 1", "e", 5.5, 7),  launch("unet step 1", "d", 5, 6),    launch("vae decode", "f", 7.25, 8)};
+  const std::vector<DeviceIdleGap> gaps = pipeline::longest_idle_gaps(recorded, 2);
+  ASSERT_EQ(gaps.size(), 2u);
+  EXPECT_DOUBLE_EQ(gaps[0].gap_ms, 2.0);
+  EXPECT_DOUBLE_EQ(gaps[0].at_ms, 3.0);
+  EXPECT_EQ(gaps[0].after_kernel, "c");
+  EXPECT_EQ(gaps[0].before_kernel, "d") << "in start order";
+  EXPECT_EQ(gaps[0].before_stage, "unet step 1");
+  EXPECT_DOUBLE_EQ(gaps[1].gap_ms, 0.5);
+  EXPECT_EQ(gaps[1].after_kernel, "a");
+  EXPECT_EQ(pipeline::longest_idle_gaps(recorded, 10).size(), 3u) << "the 0.25 ms before f; none inside d and e";
+  EXPECT_TRUE(pipeline::longest_idle_gaps({}, 5).empty());
 }
 
 }  // namespace

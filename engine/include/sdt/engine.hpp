@@ -181,6 +181,15 @@ struct KernelProfileEntry {
   double total_ms = 0;
 };
 
+// A stretch inside the device's span where it ran nothing: between the end of one launch and the start of the next
+// (EngineOptions::profile_kernels; the longest few of a generation).
+struct DeviceIdleGap {
+  double at_ms = 0;   // from the first launch's start
+  double gap_ms = 0;  // the idle time
+  std::string after_stage, after_kernel;    // the launch before it
+  std::string before_stage, before_kernel;  // the launch after it
+};
+
 // One-time costs of opening the engine.
 struct LoadTimings {
   double model_load_ms = 0;    // reading and validating files (or generating random weights)
@@ -266,6 +275,7 @@ struct Result {
   std::vector<float> latents;  // final latents [4, h/8, w/8]
   StageTimings timings;
   std::vector<KernelProfileEntry> kernel_profile;  // empty unless EngineOptions::profile_kernels
+  std::vector<DeviceIdleGap> idle_gaps;            // the longest ones, longest first (profile_kernels only)
   int prompt_tokens = 0;                           // tokens the prompt made (without start/end tokens)
   int dropped_tokens = 0;                          // of those, how many did not fit into the 77 positions
   std::vector<std::string> warnings;               // things the user should know (truncated prompt, ...)
