@@ -534,7 +534,9 @@ opencl_dll="$(find "$system32" -maxdepth 1 -iname opencl.dll | head -n 1)"
 [ -n "$opencl_dll" ] && mv "$opencl_dll" "$work/opencl.dll.saved"
 WINEDEBUG=+msgbox wine "$installer" >"$work/install-no-opencl.log" 2>&1 &
 installer_pid=$!
-for _ in $(seq 60); do
+# The box comes after the installer has unpacked itself: seconds alone, but more than 30 on a loaded two-core machine
+# (once seen at "unpacking data: 51%" when the wait ended), so the wait is long and ends at the box.
+for _ in $(seq 240); do
   grep -q 'trace:msgbox' "$work/install-no-opencl.log" && break
   kill -0 "$installer_pid" 2>/dev/null || break
   sleep 0.5
