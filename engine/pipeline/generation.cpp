@@ -277,7 +277,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     // The stages before the last have run (StageFences waited for them): their timings are read now, while the
     // device finishes, rather than after it. The last commands go to the device first: a driver that holds them
     // until a flush would otherwise idle while the host reads.
-    ctx.flush("the end of the generation");
+    cl::check(clFlush(ctx.queue()), "clFlush", "the end of the generation");
     ctx.harvest_timings();
     ctx.finish();  // the generation's one wait
     const auto waited = Clock::now();

@@ -27,7 +27,7 @@ void StageFences::mark(const std::string& ended) {
   const std::string what = ended.empty() ? std::string("the work queued") : "the stage '" + ended + "'";
   pending_.push_back({ctx_.marker(what), what, ctx_.recorded_count()});
   // Hand the queued work to the device now; some drivers only start on a flush.
-  ctx_.flush("stage boundary");
+  cl::check(clFlush(ctx_.queue()), "clFlush", "stage boundary");
   while (pending_.size() > 1) {
     ctx_.wait(pending_.front().event.get(), pending_.front().stage);
     ctx_.recorded_finished(pending_.front().launches);

@@ -302,13 +302,6 @@ double Context::device_ms(cl_event event) {
   return static_cast<double>(end - start) * 1e-6;
 }
 
-void Context::flush(const char* what) {
-  if (planning_) return;
-  check(clFlush(queue_.get()), "clFlush", what);
-  unflushed_ = 0;
-  flush_at_ = 1;
-}
-
 void Context::finish() {
   if (watchdog_.count() <= 0 && !hung_) {
     check(clFinish(queue_.get()), "clFinish");
@@ -445,16 +438,13 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   }
   check_lazily(status, "clEnqueueNDRangeKernel",
                [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
-  // Hand the work to the device in batches: a driver may hold enqueued commands until a flush, which would leave
-  // the device idle while the host enqueues the first hundreds of launches of a generation. After an explicit
-  // flush the batches grow from one launch (see flush()): NVIDIA's driver had run the text encoder dry at its
-  // stage boundary and waited 0.9 ms for the UNet's first 32 launches (docs/PERFORMANCE.md, 2026-12-03).
+  // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
+  // leave the device idle while the host enqueues the first hundreds of launches of a generation.
   constexpr int kFlushEvery = 32;
-  if (++unflushed_ >= flush_at_) {
-    const int batch = unflushed_;
+  if (++unflushed_ >= kFlushEvery) {
     unflushed_ = 0;
-    flush_at_ = std::min(2 * flush_at_, kFlushEvery);
-    check_lazily(clFlush(queue_.get()), "clFlush", [batch] { return "after " + std::to_string(batch) + " launches"; });
+    check_lazily(clFlush(queue_.get()), "clFlush",
+                 [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
   }
 }
 

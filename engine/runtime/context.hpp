@@ -178,11 +178,6 @@ class Context {
     (set_arg(kernel, index++, args), ...);
     enqueue(kernel, global, local);
   }
-  // Hands what is queued to the device now (clFlush; `what` names the point for an error). Launches are also
-  // flushed in batches as they are enqueued; after this flush the batches start small again (1, 2, 4, ... up to
-  // 32 launches), so a device that has run out of work at this point (a stage boundary) gets the next launches at
-  // once rather than after 32 of them are enqueued.
-  void flush(const char* what);
   // Waits for every enqueued command (under the watchdog, like wait()).
   void finish();
   // A marker after everything enqueued so far; its event completes when all of that has run.
@@ -264,7 +259,6 @@ class Context {
   std::string stage_;
   bool recording_ = false;
   int unflushed_ = 0;  // launches enqueued since the last flush
-  int flush_at_ = 1;   // the batch that is flushed next: doubles up to kFlushEvery after each flush()
   struct Recorded {
     std::string stage;
     std::string kernel;

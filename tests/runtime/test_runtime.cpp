@@ -229,33 +229,6 @@ TEST(Profiling, RecordsKernelEventsWithStageLabels) {
   EXPECT_EQ(second[0].global.size, (std::array<std::size_t, 3>{128, 2, 1}));
   EXPECT_EQ(second[0].local.size, (std::array<std::size_t, 3>{64, 1, 1}));
 }
-// After an explicit flush (a stage boundary) the launches reach the device in growing batches, 1, 2, 4, 8, 16,
-// then every 32: a device that ran out of work there gets the next launch at once. A failing clFlush (injected)
-// shows which launch flushed.
-TEST(Profiling, LaunchesAfterAFlushReachTheDeviceInGrowingBatches) {
-  auto ctx = test::make_context();
-  auto buf = ctx->buffer(256 * sizeof(float));
-  cl_kernel fill = ctx->kernel("smoke", "fill_f32");
-  ctx->flush("the test's start");
-  std::vector<int> flushed_by;
-  for (int i = 1; i <= 100; ++i) {
-    cl::arm_fault("clFlush", CL_OUT_OF_RESOURCES);
-    try {
-      ctx->launch(fill, cl::Range(256), cl::Range(), 256, 1.0f, buf);
-    } catch (const Error& e) {
-      flushed_by.push_back(i);
-      EXPECT_NE(std::string(e.what()).find("clFlush"), std::string::npos) << e.what();
-    }
-    cl::disarm_faults();
-  }
-  EXPECT_EQ(flushed_by, (std::vector<int>{1, 3, 7, 15, 31, 63, 95}));
-  ctx->flush("again");
-  cl::arm_fault("clFlush", CL_OUT_OF_RESOURCES);
-  EXPECT_THROW(ctx->launch(fill, cl::Range(256), cl::Range(), 256, 1.0f, buf), Error) << "one launch after a flush";
-  cl::disarm_faults();
-  ctx->finish();
-}
-
 
 // The launches before a marker that was waited for have their times read early (while the device runs the rest);
 // collect_timings() still returns every launch once, in order, with its stage.
