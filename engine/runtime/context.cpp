@@ -181,35 +181,19 @@ Buffer Context::buffer(std::size_t bytes) {
   return Buffer(std::move(mem), size, pool_, decision.tag);
 }
 
-namespace {
-// Keeps the persistent-bytes count right when a persistent buffer dies.
-void CL_CALLBACK on_persistent_release(cl_mem, void* user) {
-  auto* state = static_cast<std::pair<std::weak_ptr<PoolState>, std::size_t>*>(user);
-  if (auto pool = state->first.lock()) {
-    std::lock_guard lock(pool->mutex);
-    pool->note_persistent(-static_cast<std::int64_t>(state->second));
-  }
-  delete state;
-}
-}  // namespace
-
 Buffer Context::persistent(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
   if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
-  auto* state = new std::pair<std::weak_ptr<PoolState>, std::size_t>(pool_, bytes);
-  cl_int callback = inject(CL_SUCCESS, "clSetMemObjectDestructorCallback");  // tests: a layer without callbacks
-  if (callback == CL_SUCCESS) callback = clSetMemObjectDestructorCallback(mem.get(), on_persistent_release, state);
   {
     std::lock_guard lock(pool_->mutex);
     pool_->note_persistent(static_cast<std::int64_t>(bytes));
   }
-  if (callback == CL_SUCCESS) return Buffer(std::move(mem), bytes, nullptr);
-  // No destructor callbacks here (wine's bridge to the host's driver refuses them): the buffer takes itself off the
-  // count when it goes rather than when the driver frees the memory (the same unless something else retains it).
-  delete state;
+  // The buffer takes itself off the count when it goes. Not a destructor callback: wine's bridge to the host's
+  // driver refuses them (the app showed "Weights on device 0.0 MiB") and NVIDIA's calls them later, on a thread
+  // of its own.
   return Buffer::counted_persistent(std::move(mem), bytes, pool_);
 }
 
