@@ -221,6 +221,8 @@ TEST(Winograd, EachLayerTakesTheLargestTileWhoseTilesFillTheProducts) {
   // The tuning row's rule (64 tiles, 16 channels) at the UNet's levels: F(4×4) with fp32 filters from 32×32 up,
   // F(2×2) at 16×16 (16 tiles of 4×4, 64 of 2×2) with either storage, direct at 8×8 and for stride 2 or few channels.
   auto& ctx = test::kernel_context();
+  // The portable path (the tensor-core path runs no layer as Winograd: checked last).
+  auto portable = std::make_unique<test::TuningScope>(ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
   nn::ConvGeometry g;
   g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
   nn::ConvGeometry strided = g;
@@ -236,6 +238,15 @@ TEST(Winograd, EachLayerTakesTheLargestTileWhoseTilesFillTheProducts) {
   }
   EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, strided, 32, 32, DType::F32), 0);
   EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 24, 40, DType::F32), 2) << "60 tiles of 4×4, 240 of 2×2";
-  test::TuningScope never(ctx, [](cl::TuningOverrides& o) { o.winograd = cl::WinogradUse::Never; });
-  EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 64, 64, DType::F32), 0);
+  portable.reset();
+  {
+    test::TuningScope never(ctx, [](cl::TuningOverrides& o) {
+      o.tensor_cores = cl::TensorCores::Off;
+      o.winograd = cl::WinogradUse::Never;
+    });
+    EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 64, 64, DType::F32), 0);
+  }
+  test::TuningScope emulated(ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Emulated; });
+  EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 64, 64, DType::F16), 0) << "fp16 products on tensor cores";
+  EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 64, 64, DType::F32), 4) << "fp32 products stay on gemm.cl";
 }
