@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <vector>
 
 #include "pipeline/vae_tiling.hpp"
 #include "sdt/error.hpp"
@@ -84,12 +86,24 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook, const
   out.tokens = tokenizer_.encode(request.prompt);
   out.tokenize_ms = ms_since(tokenize_start);
 
-  begin(Stage::TextEncoder);
-  out.text_hidden = &encode_prompt(out.tokens.ids, &out.text_cache_hit);
-
   out.schedule = scheduler_.schedule(request.steps);
   const std::vector<std::int64_t> shape = latent_shape(request.width, request.height);  // [L, h, w]
   const std::size_t n = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
+  // diffusers prepare_latents: randn(shape, generator) * init_noise_sigma, in float32. Drawn on another thread
+  // while this one enqueues the text encoder: 0.2-0.7 ms of host time for 512², which the device otherwise waited
+  // for between the text encoder and the UNet (docs/PERFORMANCE.md, 2026-12-03). Text to image only: img2img
+  // draws from the generator after encoding its start image.
+  std::future<std::vector<float>> noise;
+  if (!request.init_image)
+    noise = std::async(std::launch::async, [seed = request.seed, n, sigma = out.schedule.init_noise_sigma] {
+      std::vector<float> values = TorchGenerator(seed).randn(n);
+      for (float& v : values) v *= sigma;
+      return values;
+    });
+
+  begin(Stage::TextEncoder);
+  out.text_hidden = &encode_prompt(out.tokens.ids, &out.text_cache_hit);
+
   TorchGenerator generator(request.seed);
   nn::Tensor latents;
   if (request.init_image) {
@@ -102,10 +116,7 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook, const
     out.begin_index = start.begin_index;
     latents = initial_latents_img2img(request, out.schedule, start.begin_index, generator, out, hook);
   } else {
-    // diffusers prepare_latents: randn(shape, generator) * init_noise_sigma, in float32.
-    std::vector<float> noise = generator.randn(n);
-    for (float& v : noise) v *= out.schedule.init_noise_sigma;
-    latents = nn::upload_async(ctx_, noise, shape);  // no wait for the text encoder
+    latents = nn::upload_async(ctx_, noise.get(), shape);  // no wait for the text encoder
   }
 
   const int steps_run = out.schedule.num_steps() - out.begin_index;

@@ -7,7 +7,11 @@
 // more than the 1e-6 we promise); the same polynomials with the same fused operations, spelled with std::fma,
 // reproduce every value of the fixtures bit for bit. std::fma is exact on every platform (hardware or
 // software), so no compiler flag changes the result. No other multiply feeds an add in this file, so
-// floating-point contraction by the compiler cannot change anything either.
+// floating-point contraction by the compiler cannot change anything either. std::fma is a library call where the
+// build targets no FMA instruction (x86-64's baseline), about 0.7 ms for a 512² image's 16384 normals, which the
+// device waited for between the text encoder and the UNet (docs/PERFORMANCE.md, 2026-12-03): on x86 CPUs that
+// have FMA (all since 2013) the blocks are transformed by a copy of the same code compiled for it, where
+// std::fma is the instruction, the same exact operation.
 #include "pipeline/rng.hpp"
 
 #include <cmath>
@@ -30,8 +34,15 @@ std::uint32_t float_to_bits(float f) {
   return bits;
 }
 
+// Inlined into both copies of the block loop below (the plain one and, where built, the FMA one).
+#if defined(__GNUC__)
+#define SDT_RNG_INLINE inline __attribute__((always_inline))
+#else
+#define SDT_RNG_INLINE inline
+#endif
+
 // log256_ps of avx_mathfun.h for one lane, x in (0, 1] (never 0 or denormal here: x = 1 - u >= 2^-24).
-float cephes_logf(float x) {
+SDT_RNG_INLINE float cephes_logf(float x) {
   const std::uint32_t bits = float_to_bits(x);
   float e = static_cast<float>(static_cast<int>(bits >> 23) - 0x7f);
   float m = bits_to_float((bits & ~0x7f800000u) | 0x3f000000u);  // mantissa in [0.5, 1)
@@ -61,7 +72,7 @@ float cephes_logf(float x) {
 }
 
 // sincos256_ps of avx_mathfun.h for one lane (x in [0, 2*pi) here).
-void cephes_sincosf(float x_in, float* sin_out, float* cos_out) {
+SDT_RNG_INLINE void cephes_sincosf(float x_in, float* sin_out, float* cos_out) {
   float x = std::fabs(x_in);
   const bool negative = std::signbit(x_in);
   int j = static_cast<int>(x * 1.27323954473516f);  // 4 / pi, truncated like cvttps
@@ -94,9 +105,7 @@ void cephes_sincosf(float x_in, float* sin_out, float* cos_out) {
   *cos_out = c;
 }
 
-}  // namespace
-
-void torch_normal_fill_16(float* data) {
+SDT_RNG_INLINE void normal_fill_16(float* data) {
   // 2 * pi rounded to float once, as _mm256_set1_ps(2.0f * c10::pi<double>) does.
   const float two_pi = static_cast<float>(2.0 * 3.14159265358979323846);
   for (std::size_t j = 0; j < kBlock / 2; ++j) {
@@ -110,6 +119,41 @@ void torch_normal_fill_16(float* data) {
     data[j] = radius * c;
     data[j + 8] = radius * s;
   }
+}
+
+void fill_blocks_plain(float* data, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b) normal_fill_16(data + b * kBlock);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SDT_RNG_FMA_COPY 1
+__attribute__((target("fma"))) void fill_blocks_fma(float* data, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b) normal_fill_16(data + b * kBlock);
+}
+#endif
+
+}  // namespace
+
+void torch_normal_fill_16(float* data) {
+  normal_fill_blocks(data, 1);
+}
+
+void normal_fill_blocks(float* data, std::size_t blocks, bool allow_fma) {
+#ifdef SDT_RNG_FMA_COPY
+  static const bool has_fma = __builtin_cpu_supports("fma");
+  if (allow_fma && has_fma) return fill_blocks_fma(data, blocks);
+#else
+  (void)allow_fma;
+#endif
+  fill_blocks_plain(data, blocks);
+}
+
+bool normal_fill_uses_fma() {
+#ifdef SDT_RNG_FMA_COPY
+  return __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
 }
 
 TorchGenerator::TorchGenerator(std::uint64_t seed) {
@@ -171,7 +215,7 @@ void TorchGenerator::randn(float* out, std::size_t numel) {
   }
   // All uniforms first, then the transform block by block.
   for (std::size_t i = 0; i < numel; ++i) out[i] = uniform_float();
-  for (std::size_t i = 0; i + kBlock <= numel; i += kBlock) torch_normal_fill_16(out + i);
+  normal_fill_blocks(out, numel / kBlock);
   if (numel % kBlock != 0) {
     // The last partial block: PyTorch redraws 16 fresh uniforms for the LAST 16 elements (overlapping the
     // previous full block) and transforms them again.

@@ -52,5 +52,10 @@ class TorchGenerator {
 // The Box-Muller transform of one block of 16 uniforms in place, computed exactly as PyTorch's AVX2 kernel
 // does (exposed for tests).
 void torch_normal_fill_16(float* data);
+// torch_normal_fill_16 on `blocks` consecutive blocks; with `allow_fma`, by the copy compiled for the FMA
+// instruction where the CPU has it (the same bits: std::fma is exact either way).
+void normal_fill_blocks(float* data, std::size_t blocks, bool allow_fma = true);
+// Whether normal_fill_blocks has an FMA copy on this CPU (tests).
+bool normal_fill_uses_fma();
 
 }  // namespace sdt::pipeline
