@@ -45,8 +45,8 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool, const PoolTag& tag = {});
-  // Context::persistent() where the OpenCL layer calls no destructor callbacks: counted among the pool's persistent
-  // bytes, which this buffer leaves when it goes.
+  // What Context::persistent() hands out (weights): counted among the pool's persistent bytes, which this buffer
+  // leaves when it goes (not on a destructor callback: see Context::persistent).
   static Buffer counted_persistent(MemHandle mem, std::size_t bytes, std::shared_ptr<PoolState> pool);
   ~Buffer();
   Buffer(Buffer&&) noexcept = default;
