@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
   app.add_flag("--start", o.start,
                "Also measure one start as it comes (the kernel cache of --cache-dir as it is; run after dropping the "
                "page cache for the cold-disk figure)");
-  app.add_flag("--profile", o.profile, "Per-kernel time breakdown");
+  app.add_flag("--profile", o.profile,
+               "Per-kernel time breakdown, the heaviest launch shapes and the device's longest idle stretches");
   app.add_option("--winograd", o.winograd, "3x3 convolutions as Winograd: auto (by shape), off, on (every layer)")
       ->check(CLI::IsMember({"auto", "off", "on"}))
       ->capture_default_str();
