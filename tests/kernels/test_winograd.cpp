@@ -222,7 +222,8 @@ TEST(Winograd, EachLayerTakesTheLargestTileWhoseTilesFillTheProducts) {
   // F(2×2) at 16×16 (16 tiles of 4×4, 64 of 2×2) with either storage, direct at 8×8 and for stride 2 or few channels.
   auto& ctx = test::kernel_context();
   // The portable path (the tensor-core path runs no layer as Winograd: checked last).
-  auto portable = std::make_unique<test::TuningScope>(ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
+  auto portable = std::make_unique<test::TuningScope>(
+      ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
   nn::ConvGeometry g;
   g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
   nn::ConvGeometry strided = g;
