@@ -262,7 +262,8 @@ EOF
   if ! not_yet "$work/generate.txt"; then
     # The weights on the device are counted there too (wine's OpenCL bridge calls no destructor callbacks; the count
     # once stayed at zero, and the app showed "Weights on device 0.0 MiB").
-    if "$python" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1], encoding="utf-8"))["weight_bytes"] > 0 else 1)' \
+    if "$python" -c 'import json, sys
+sys.exit(0 if json.load(open(sys.argv[1], encoding="utf-8"))["weight_bytes"] > 0 else 1)' \
       "$WINEPREFIX/drive_c/out/timings.json" 2>/dev/null; then
       ok "sdturbo-cli.exe counts the weights on the device"
     else

@@ -104,9 +104,9 @@ DeviceOutputs Pipeline::run(const Request& request, const StageHook& hook, const
   begin(Stage::TextEncoder);
   out.text_hidden = &encode_prompt(out.tokens.ids, &out.text_cache_hit);
 
-  TorchGenerator generator(request.seed);
   nn::Tensor latents;
   if (request.init_image) {
+    TorchGenerator generator(request.seed);
     const Img2ImgStart start = img2img_start(request.steps, request.strength);
     if (start.steps_run < 1)
       throw Error(ErrorKind::BadRequest,

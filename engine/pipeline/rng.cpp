@@ -126,9 +126,19 @@ void fill_blocks_plain(float* data, std::size_t blocks) {
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#define SDT_RNG_FMA_COPY 1
 __attribute__((target("fma"))) void fill_blocks_fma(float* data, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b) normal_fill_16(data + b * kBlock);
+}
+bool cpu_has_fma() {
+  static const bool has = __builtin_cpu_supports("fma");
+  return has;
+}
+#else
+void fill_blocks_fma(float* data, std::size_t blocks) {  // never called: cpu_has_fma() says no
+  fill_blocks_plain(data, blocks);
+}
+bool cpu_has_fma() {
+  return false;
 }
 #endif
 
@@ -139,21 +149,14 @@ void torch_normal_fill_16(float* data) {
 }
 
 void normal_fill_blocks(float* data, std::size_t blocks, bool allow_fma) {
-#ifdef SDT_RNG_FMA_COPY
-  static const bool has_fma = __builtin_cpu_supports("fma");
-  if (allow_fma && has_fma) return fill_blocks_fma(data, blocks);
-#else
-  (void)allow_fma;
-#endif
-  fill_blocks_plain(data, blocks);
+  if (allow_fma && cpu_has_fma())
+    fill_blocks_fma(data, blocks);
+  else
+    fill_blocks_plain(data, blocks);
 }
 
 bool normal_fill_uses_fma() {
-#ifdef SDT_RNG_FMA_COPY
-  return __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
+  return cpu_has_fma();
 }
 
 TorchGenerator::TorchGenerator(std::uint64_t seed) {

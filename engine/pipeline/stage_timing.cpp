@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace sdt::pipeline {
@@ -83,14 +83,16 @@ std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>
   for (const auto& k : recorded) order.push_back(&k);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->start_ms < b->start_ms; });
   std::vector<DeviceIdleGap> gaps;
-  double busy_until = 0;  // the latest end so far (an out-of-order device could overlap launches)
-  for (std::size_t i = 0; i < order.size(); ++i) {
+  if (order.empty()) return gaps;
+  // The latest end so far: an out-of-order device could overlap launches.
+  double busy_until = order[0]->start_ms + order[0]->duration_ms;
+  for (std::size_t i = 1; i < order.size(); ++i) {
     const cl::KernelTiming& k = *order[i];
-    if (i > 0 && k.start_ms > busy_until) {
+    if (k.start_ms > busy_until) {
       const cl::KernelTiming& before = *order[i - 1];
       gaps.push_back({busy_until, k.start_ms - busy_until, before.stage, before.kernel, k.stage, k.kernel});
     }
-    busy_until = i == 0 ? k.start_ms + k.duration_ms : std::max(busy_until, k.start_ms + k.duration_ms);
+    busy_until = std::max(busy_until, k.start_ms + k.duration_ms);
   }
   const std::size_t n = std::min(count, gaps.size());
   std::partial_sort(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(n), gaps.end(),

@@ -220,7 +220,8 @@ struct TuningOverrides {
 // SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
 // gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
-// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule). A value that breaks its kernel's rules is ignored with a warning.
+// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule). A value that
+// breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------

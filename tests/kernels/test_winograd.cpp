@@ -221,25 +221,25 @@ TEST(Winograd, EachLayerTakesTheLargestTileWhoseTilesFillTheProducts) {
   // The tuning row's rule (64 tiles, 16 channels) at the UNet's levels: F(4×4) with fp32 filters from 32×32 up,
   // F(2×2) at 16×16 (16 tiles of 4×4, 64 of 2×2) with either storage, direct at 8×8 and for stride 2 or few channels.
   auto& ctx = test::kernel_context();
-  // The portable path (the tensor-core path runs no layer as Winograd: checked last).
-  auto portable = std::make_unique<test::TuningScope>(
-      ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
   nn::ConvGeometry g;
   g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
   nn::ConvGeometry strided = g;
   strided.stride = 2;
-  struct Case {
-    std::int64_t C, side;
-    int f32, f16;
-  };
-  for (const Case& c : {Case{320, 64, 4, 2}, Case{640, 32, 4, 2}, Case{1280, 16, 2, 2}, Case{2560, 16, 2, 2},
-                        Case{1280, 8, 0, 0}, Case{8, 64, 0, 0}}) {
-    EXPECT_EQ(nn::winograd_layer_tile(ctx, c.C, 1280, g, c.side, c.side, DType::F32), c.f32) << c.C << " @" << c.side;
-    EXPECT_EQ(nn::winograd_layer_tile(ctx, c.C, 1280, g, c.side, c.side, DType::F16), c.f16) << c.C << " @" << c.side;
+  {
+    // The portable path (the tensor-core path runs no fp16 layer as Winograd: checked last).
+    test::TuningScope portable(ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
+    struct Case {
+      std::int64_t C, side;
+      int f32, f16;
+    };
+    for (const Case& c : {Case{320, 64, 4, 2}, Case{640, 32, 4, 2}, Case{1280, 16, 2, 2}, Case{2560, 16, 2, 2},
+                          Case{1280, 8, 0, 0}, Case{8, 64, 0, 0}}) {
+      EXPECT_EQ(nn::winograd_layer_tile(ctx, c.C, 1280, g, c.side, c.side, DType::F32), c.f32) << c.C << " @" << c.side;
+      EXPECT_EQ(nn::winograd_layer_tile(ctx, c.C, 1280, g, c.side, c.side, DType::F16), c.f16) << c.C << " @" << c.side;
+    }
+    EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, strided, 32, 32, DType::F32), 0);
+    EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 24, 40, DType::F32), 2) << "60 tiles of 4×4, 240 of 2×2";
   }
-  EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, strided, 32, 32, DType::F32), 0);
-  EXPECT_EQ(nn::winograd_layer_tile(ctx, 320, 320, g, 24, 40, DType::F32), 2) << "60 tiles of 4×4, 240 of 2×2";
-  portable.reset();
   {
     test::TuningScope never(ctx, [](cl::TuningOverrides& o) {
       o.tensor_cores = cl::TensorCores::Off;

@@ -414,7 +414,9 @@ TEST(Engine, KernelProfileCountsEveryLaunchByStageKernelAndShape) {
   double idle = 0;
   for (std::size_t i = 0; i < r.idle_gaps.size(); ++i) {
     EXPECT_GT(r.idle_gaps[i].gap_ms, 0.0);
-    if (i > 0) EXPECT_LE(r.idle_gaps[i].gap_ms, r.idle_gaps[i - 1].gap_ms);
+    if (i > 0) {
+      EXPECT_LE(r.idle_gaps[i].gap_ms, r.idle_gaps[i - 1].gap_ms);
+    }
     EXPECT_FALSE(r.idle_gaps[i].after_kernel.empty() || r.idle_gaps[i].before_kernel.empty());
     idle += r.idle_gaps[i].gap_ms;
   }
