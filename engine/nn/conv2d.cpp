@@ -29,12 +29,18 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
                     ? winograd_layer_tile(*device, in_channels, out_channels, geometry, plan.native_h, plan.native_w,
                                           storage)
                     : 0;
-  if (m > 0) {
+  if (m > 0 && winograd_filter_per_call(*device, storage)) {
+    // Kept as the file's 3×3 filter; each call transforms it (in fp32, into a workspace).
+    weight_ = scope.matrix("weight", shape, Init::uniform(fan_in));
+    filter_tile_ = m;
+    scope.count_winograd_layer();
+  } else if (m > 0) {
     // The filter transform reads the fp32 values, so the transformed filter is rounded once into the storage.
     WeightTransform transform;
     transform.shape = {(m + 2) * (m + 2), out_channels, in_channels};
     transform.apply = [](cl::Context& ctx, const Tensor& w, const Tensor& u) { winograd_filter_into(ctx, w, u); };
     winograd_ = scope.transformed("weight", shape, Init::uniform(fan_in), transform);
+    scope.count_winograd_layer();
   } else {
     weight_ = scope.matrix("weight", shape, Init::uniform(fan_in));
   }
@@ -44,6 +50,7 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
 Tensor Conv2d::run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,
                    const Tensor* bias) const {
   if (winograd_.defined()) return conv2d_winograd(ctx, x, winograd_, bias, geometry, fusion);
+  if (filter_tile_) return conv2d_winograd_per_call(ctx, x, weight_, filter_tile_, bias, geometry, fusion);
   return conv2d(ctx, x, weight_, bias, geometry, fusion);
 }
 

@@ -3,7 +3,8 @@
 // pads right and bottom by one first), and the nearest-2× upsampling of Upsample2D read inside the conv.
 // A 3×3 stride-1 layer whose owner says what map it sees at the model's native resolution (ConvPlan) may be
 // chosen, at load, to run as Winograd (nn::winograd_layer_tile: the device's tuning row decides by shape): its
-// filter is then transformed once and only the transformed filter is kept.
+// filter is then transformed once and only the transformed filter is kept, or (fp16 filters, where the row says
+// so: nn::winograd_filter_per_call) kept as it is and transformed at each call.
 #pragma once
 
 #include "nn/ops.hpp"
@@ -40,7 +41,7 @@ class Conv2d {
   std::int64_t out_channels() const { return out_channels_; }
   const Tensor* bias() const { return bias_.defined() ? &bias_ : nullptr; }
   // Whether this layer runs as Winograd (chosen at load).
-  bool winograd() const { return winograd_.defined(); }
+  bool winograd() const { return winograd_.defined() || filter_tile_ > 0; }
 
  private:
   Tensor run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,
@@ -48,8 +49,9 @@ class Conv2d {
   std::int64_t in_channels_ = 0;
   std::int64_t out_channels_ = 0;
   ConvGeometry geometry_;
-  Tensor weight_;    // [out, in, k, k], or undefined when the layer runs as Winograd
+  Tensor weight_;    // [out, in, k, k], or undefined when the layer keeps its filter transformed
   Tensor winograd_;  // [(m+2)², out, in]: the transformed filter (nn::winograd_filter), or undefined
+  int filter_tile_ = 0;  // m of a Winograd layer that transforms weight_ at each call; 0: none
   Tensor bias_;      // [out] fp32, or undefined
 };
 

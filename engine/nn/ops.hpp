@@ -59,10 +59,14 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 // upsample2x read: the same function as conv2d up to rounding (its error against direct convolution is measured
 // in tests/kernels/test_winograd.cpp). m = 4 multiplies 4× fewer times than direct convolution, m = 2 2.25× fewer
 // with a smaller rounding error (what fp16 storage of the transformed filter needs). The filter is transformed
-// once, at load:
+// either once, at load, or at each call:
 //   winograd_filter: w [O, C, 3, 3] (fp32 or fp16) → u [(m+2)², O, C] in `storage`
 //   conv2d_winograd: x [C, H, W], u from winograd_filter (its first dimension says m), b [O] or null →
 //                    [O, H', W'] as conv2d with geometry and fusion.
+//   conv2d_winograd_per_call: the same with w [O, C, 3, 3] itself (fp32 or fp16) and the tile m: each call
+//                    transforms w's values into an fp32 U in a workspace (one more launch), so fp16 weights take
+//                    F(4×4) with the error of fp16 weights in direct convolution (a U rounded to fp16 has 30 times
+//                    that at 512 channels), and the weights keep no transformed copy (16/9 or 4 times the filter).
 // The tiles go through in chunks whose transformed input and products fit the workspace budget of the device's
 // tuning row, so the workspace stays bounded at any image size.
 Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m);
@@ -71,9 +75,14 @@ Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m);
 void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u);
 Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b,
                        const ConvGeometry& geometry, const ConvFusion& fusion = {});
-// The largest output tile m the device's tuning row allows for a filter stored as `storage` (4 for fp32, 2 for
-// fp16).
+Tensor conv2d_winograd_per_call(cl::Context& ctx, const Tensor& x, const Tensor& w, int m, const Tensor* b,
+                                   const ConvGeometry& geometry, const ConvFusion& fusion = {});
+// The largest output tile m the device's tuning row allows for a filter stored as `storage` (4 for either, where
+// fp16 filters are transformed at each call; else 2 for fp16).
 int winograd_tile(const cl::Context& ctx, DType storage);
+// Whether the device's tuning row has a Winograd layer with this storage keep its 3×3 filter and transform it at
+// each call (conv2d_winograd_per_call) rather than keep the filter transformed at load.
+bool winograd_filter_per_call(const cl::Context& ctx, DType storage);
 // The output tile a 3×3 layer of C → O channels with this geometry runs as Winograd with, at an output of h × w
 // (the model's native resolution), on this device: the largest allowed tile whose tiles fill the batched
 // products (WinogradRow::min_tiles), or 0 for direct convolution (stride 2, too few tiles or channels, the

@@ -1,9 +1,9 @@
 // Winograd convolution F(4×4, 3×3) or F(2×2, 3×3) on kernels/winograd.cl and gemm.cl's batched products (see the
 // kernel file for the algorithm). Used for the 3×3 stride-1 convolutions whose maps are large enough
 // (winograd_layer_tile): most of the VAE decoder's 2.5 TFLOP, TAESD's and the UNet's 64×64 to 16×16 levels. The filter
-// transform runs once at load (winograd_filter); each call gathers and transforms the input, runs the 36 (or 16)
-// products as one batched launch and transforms back with bias, activation and residual: three launches per
-// chunk of tiles.
+// transform runs once at load (winograd_filter) or, for fp16 filters, at each call into an fp32 workspace
+// (conv2d_winograd_per_call); each call gathers and transforms the input, runs the 36 (or 16) products as one
+// batched launch and transforms back with bias, activation and residual: three launches per chunk of tiles.
 #include <algorithm>
 
 #include "nn/ops_internal.hpp"
@@ -66,6 +66,10 @@ int winograd_tile(const cl::Context& ctx, DType storage) {
   return storage == DType::F16 ? row.tile_f16 : row.tile_f32;
 }
 
+bool winograd_filter_per_call(const cl::Context& ctx, DType storage) {
+  return storage == DType::F16 && ctx.tuning().winograd().f16_filter_per_call;
+}
+
 Tensor winograd_filter(cl::Context& ctx, const Tensor& w, DType storage, int m) {
   if (m != 2 && m != 4) fail("winograd_filter", "the output tile is 2 or 4, got " + std::to_string(m));
   if (!w.defined() || w.rank() != 4)
@@ -99,18 +103,15 @@ void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u) {
              cl::Range(local, 1), static_cast<int>(O), static_cast<int>(C), w.buffer, u.buffer);
 }
 
-Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b, const ConvGeometry& g,
-                       const ConvFusion& fusion) {
-  const std::string op = "conv2d_winograd";
-  detail::require_activation(op, "x", x, 3);
+namespace {
+
+// Both forms of the filter: u [(m+2)², O, C] transformed at load, or (per_call) the 3×3 filter [O, C, 3, 3], which
+// this call transforms into an fp32 U first.
+Tensor run_winograd(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& filter, int m,
+                    bool per_call, const Tensor* b, const ConvGeometry& g, const ConvFusion& fusion) {
   const std::int64_t C = x.dim(0);
-  const int m = u.defined() ? tile_of(u) : 0;
-  if (m == 0 || u.dim(2) != C)
-    fail(op, "expected a transformed filter u [16 or 36, O, " + std::to_string(C) + "] for " + describe("x", x) +
-                 ", got " + (u.defined() ? describe("u", u) : std::string("nothing")));
   const int positions = (m + 2) * (m + 2);
-  const std::int64_t O = u.dim(1);
-  detail::require_weight(op, "u", u, {positions, O, C});
+  const std::int64_t O = per_call ? filter.dim(0) : filter.dim(1);
   if (b) detail::require_weight(op, "b", *b, {O});
   if (g.stride != 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
     fail(op, "Winograd needs stride 1 and non-negative padding, got stride " + std::to_string(g.stride));
@@ -141,8 +142,8 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   if (chunk >= 8) chunk -= chunk % 4;
   chunk = std::max<std::int64_t>(chunk, 1);
   const std::int64_t ld = static_cast<std::int64_t>(cl::round_up(static_cast<std::size_t>(chunk), 4));
-  if (positions * std::max(C, O) * ld >= (std::int64_t(1) << 31))
-    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("u", u));
+  if (positions * std::max(C, O) * ld >= (std::int64_t(1) << 31) || positions * O * C >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("filter", filter));
 
   // K slices: when a chunk's batched tiles are too few to fill the device (small maps, many channels), the
   // product splits K and the output transform adds the slices as it reads them: no reduction launch.
@@ -151,13 +152,16 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
                              static_cast<std::size_t>((O + tiles_config.tn - 1) / tiles_config.tn) * positions;
   const int splits = ctx.tuning().gemm_splits(groups, static_cast<int>(C), tiles_config.tk);
   if (static_cast<std::int64_t>(splits) * positions * O * ld >= (std::int64_t(1) << 31))
-    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("u", u));
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("filter", filter));
 
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   const cl::Buffer V = ctx.buffer(sizeof(float) * positions * C * ld);
   const cl::Buffer M = ctx.buffer(sizeof(float) * splits * positions * O * ld);
-  const std::string options = winograd_options(m, false, u.dtype == DType::F16, b && b->dtype == DType::F16);
+  // One program for the call's kernels: IN_HALF says what the filter transform reads (a per-call filter as it is
+  // stored; the loader hands a filter transformed at load its fp32 values), OUT_HALF what the products read.
+  const std::string options = winograd_options(m, per_call && filter.dtype == DType::F16,
+                                               !per_call && filter.dtype == DType::F16, b && b->dtype == DType::F16);
   cl_kernel k_input = ctx.kernel("winograd", "winograd_input", options);
   cl_kernel k_output = ctx.kernel("winograd", "winograd_output", options);
   const std::size_t in_local = detail::fit_local(ctx, k_input, 64);
@@ -178,9 +182,22 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   p.raw_splits = splits > 1 ? splits : 0;
   detail::GemmOperands o;
   o.a = V.get();
-  o.b = u.buffer.get();
   o.c = M.get();
-  o.b_half = u.dtype == DType::F16;
+  // A per-call filter: U in fp32 from the stored values, into a pooled workspace that the in-order queue keeps for
+  // this call's products (at SD-Turbo's sizes 6-38 MB a 3×3 layer, written and read once: ≈ 10 µs of bandwidth).
+  cl::Buffer transformed;
+  if (per_call) {
+    transformed = ctx.buffer(sizeof(float) * positions * O * C);
+    cl_kernel k_filter = ctx.kernel("winograd", "winograd_filter", options);
+    const std::size_t local = detail::fit_local(ctx, k_filter, 64);
+    ctx.launch(k_filter, cl::Range(cl::round_up(static_cast<std::size_t>(C), local), static_cast<std::size_t>(O)),
+               cl::Range(local, 1), static_cast<int>(O), static_cast<int>(C), filter.buffer, transformed);
+    o.b = transformed.get();
+    o.b_half = false;
+  } else {
+    o.b = filter.buffer.get();
+    o.b_half = filter.dtype == DType::F16;
+  }
 
   const cl_mem norm = fusion.input_norm ? fusion.input_norm->buffer.get() : nullptr;
   const int act_code =
@@ -203,6 +220,35 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
   // The direct convolution's FLOPs, so a stage's rate compares with the direct path's (and with the floor).
   ctx.add_flops(2.0 * static_cast<double>(O) * out_h * out_w * C * 9);
   return out;
+}
+
+}  // namespace
+
+Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b, const ConvGeometry& g,
+                       const ConvFusion& fusion) {
+  const std::string op = "conv2d_winograd";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0);
+  const int m = u.defined() ? tile_of(u) : 0;
+  if (m == 0 || u.dim(2) != C)
+    fail(op, "expected a transformed filter u [16 or 36, O, " + std::to_string(C) + "] for " + describe("x", x) +
+                 ", got " + (u.defined() ? describe("u", u) : std::string("nothing")));
+  detail::require_weight(op, "u", u, {(m + 2) * (m + 2), u.dim(1), C});
+  return run_winograd(ctx, op, x, u, m, false, b, g, fusion);
+}
+
+Tensor conv2d_winograd_per_call(cl::Context& ctx, const Tensor& x, const Tensor& w, int m, const Tensor* b,
+                                   const ConvGeometry& g, const ConvFusion& fusion) {
+  const std::string op = "conv2d_winograd_per_call";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0);
+  if (m != 2 && m != 4) fail(op, "the output tile is 2 or 4, got " + std::to_string(m));
+  if (!w.defined() || w.rank() != 4 || w.dim(1) != C || w.dim(2) != 3 || w.dim(3) != 3)
+    fail(op, "expected a 3×3 kernel w [O, " + std::to_string(C) + ", 3, 3] for " + describe("x", x) + ", got " +
+                 (w.defined() ? describe("w", w) : std::string("nothing")));
+  detail::require_weight(op, "w", w, {w.dim(0), C, 3, 3});
+  detail::require_int_indexable(op, w);
+  return run_winograd(ctx, op, x, w, m, true, b, g, fusion);
 }
 
 }  // namespace sdt::nn

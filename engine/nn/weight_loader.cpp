@@ -105,10 +105,7 @@ Tensor WeightLoader::take_transformed(const io::WeightSpec& spec, const WeightTr
   job.storage = storage;
   job.apply = transform.apply;
   transforms_.push_back(std::move(job));
-  if (index_) {
-    index_->add(spec.name, t);
-    index_->count_transformed();
-  }
+  if (index_) index_->add(spec.name, t);
   return t;
 }
 

@@ -59,9 +59,13 @@ class WeightLoader : public WeightSource {
   // finish().
   Tensor take(const io::WeightSpec& spec, DType storage) override;
   // As take, but the tensor handed out is the transform's form (transform.shape in `storage`), made by finish() on
-  // the device from the file's values read as fp32. The index records it under the weight's name and counts it.
+  // the device from the file's values read as fp32. The index records it under the weight's name.
   Tensor take_transformed(const io::WeightSpec& spec, const WeightTransform& transform, DType storage) override;
   const cl::Context* device() const override { return &ctx_; }
+  // Counted in the index (WeightIndex::winograd_layers).
+  void count_winograd_layer() override {
+    if (index_) index_->count_winograd_layer();
+  }
   // A view's tensor stored as `storage`, optionally with another shape of the same element count. Throws
   // sdt::Error (BadModel) when the view's bytes do not match its dtype and shape.
   Tensor add(const io::TensorView& view, DType storage, const std::vector<std::int64_t>& shape = {});

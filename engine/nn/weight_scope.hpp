@@ -34,13 +34,13 @@ class WeightIndex {
   };
   void add(const std::string& name, const Tensor& weight);
   const std::vector<Entry>& entries() const { return entries_; }
-  // How many weights were stored transformed (WeightSource::take_transformed: the Winograd layers' filters).
-  int transformed() const { return transformed_; }
-  void count_transformed() { ++transformed_; }
+  // How many convolutions run as Winograd (their filters transformed at load or at each call).
+  int winograd_layers() const { return winograd_layers_; }
+  void count_winograd_layer() { ++winograd_layers_; }
 
  private:
   std::vector<Entry> entries_;
-  int transformed_ = 0;
+  int winograd_layers_ = 0;
 };
 
 // A weight kept in another form than the file's: the file's tensor (the spec's shape) is read as fp32 (one rounding
@@ -66,6 +66,8 @@ class WeightSource {
   // convolutions run as Winograd) read it. Null for a source that only lists the tensors, where any choice lists
   // the same specs.
   virtual const cl::Context* device() const { return nullptr; }
+  // A layer chose to run as Winograd (what the benchmark reports); sources that only list tensors ignore it.
+  virtual void count_winograd_layer() {}
 };
 
 // Lists every tensor asked for, in the order the constructors ask, and hands out tensors without memory (shape
@@ -117,6 +119,7 @@ class WeightScope {
   // The device the weights are for, when the source knows it (see WeightSource::device): what a layer may consult
   // to choose the form it keeps a weight in.
   const cl::Context* device() const { return source_->device(); }
+  void count_winograd_layer() const { source_->count_winograd_layer(); }
 
   std::string name(const std::string& leaf) const { return prefix_ + leaf; }
   const std::string& prefix() const { return prefix_; }

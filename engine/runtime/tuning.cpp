@@ -229,6 +229,13 @@ TuningOverrides overrides_from_environment() {
     o.flash_attention = false;
   else if (env && *env && std::strcmp(env, "1") != 0)
     log::get("cl")->warn("SDT_FLASH_ATTENTION='{}' ignored: 0 runs every attention as blocked products", env);
+  if (const char* env = std::getenv("SDT_WINOGRAD_F16"); env && *env) {
+    const std::string v = env;
+    if (v == "4,call" || v == "2,call" || v == "4,load" || v == "2,load")
+      o.winograd_f16 = WinogradF16{.tile = v[0] - '0', .per_call = v.substr(2) == "call"};
+    else
+      log::get("engine")->warn("ignoring SDT_WINOGRAD_F16='{}': expected 4,call, 2,load, 2,call or 4,load", env);
+  }
   if (const char* env = std::getenv("SDT_FUSED_SPLITK");
       env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
     o.fused_splitk = env[0] == '1';
@@ -281,6 +288,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.flash_attention = pick(explicit_.flash_attention, environment_.flash_attention);
   effective_.winograd = pick(explicit_.winograd, environment_.winograd);
   effective_.winograd_workspace_bytes = pick(explicit_.winograd_workspace_bytes, environment_.winograd_workspace_bytes);
+  effective_.winograd_f16 = pick(explicit_.winograd_f16, environment_.winograd_f16);
   effective_.tuned_gemm = pick(explicit_.tuned_gemm, environment_.tuned_gemm);
   effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
   effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
@@ -337,6 +345,10 @@ WinogradRow Tuning::winograd() const {
   WinogradRow row = row_->winograd;
   if (effective_.winograd_workspace_bytes && *effective_.winograd_workspace_bytes)
     row.workspace_bytes = *effective_.winograd_workspace_bytes;
+  if (effective_.winograd_f16) {
+    row.tile_f16 = effective_.winograd_f16->tile;
+    row.f16_filter_per_call = effective_.winograd_f16->per_call;
+  }
   return row;
 }
 

@@ -156,9 +156,18 @@ struct WinogradRow {
   int min_channels = 16;
   // The transformed input and the products of one chunk of tiles stay within this many bytes.
   std::size_t workspace_bytes = std::size_t(256) << 20;
-  // Output tile per filter storage: F(4×4) for fp32; F(2×2) for fp16, whose rounding of the transformed filter
-  // F(4×4) amplifies about fivefold (tests/kernels/test_winograd.cpp).
-  int tile_f32 = 4, tile_f16 = 2;
+  // Output tile per filter storage: F(4×4) for both. An fp16 filter transformed at load would be rounded to fp16
+  // in the Winograd domain, which F(4×4)'s inverse transform amplifies (30 times the weights' own rounding at 512
+  // channels, tests/kernels/test_winograd.cpp): with f16_filter_per_call the layer keeps the fp16 3×3 filter and
+  // each call transforms it into an fp32 workspace (one launch, ≈ 10 µs); without, fp16 storage needs tile 2.
+  int tile_f32 = 4, tile_f16 = 4;
+  bool f16_filter_per_call = true;
+};
+
+// Replaces a row's fp16 Winograd choice (tile_f16, f16_filter_per_call): for comparisons in one process.
+struct WinogradF16 {
+  int tile = 4;
+  bool per_call = true;
 };
 
 struct SplitKRow {
@@ -213,6 +222,7 @@ struct TuningOverrides {
   std::optional<TensorCoreFeatures> tensor_core_features = {};  // ldmatrix (PTX only) and the fused split-K sum
   std::optional<WinogradUse> winograd = {};                     // which layers may run as Winograd (default Auto)
   std::optional<std::size_t> winograd_workspace_bytes = {};
+  std::optional<WinogradF16> winograd_f16 = {};  // fp16 filters' tile and when they are transformed
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
 };
 
@@ -220,8 +230,10 @@ struct TuningOverrides {
 // SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
 // gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
-// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule). A value that
-// breaks its kernel's rules is ignored with a warning.
+// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),
+// SDT_WINOGRAD_F16="4,call", "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are
+// transformed; "4,load" rounds U to fp16, outside the fp16 bounds: for measurements). A value that breaks its
+// kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------

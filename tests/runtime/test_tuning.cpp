@@ -74,12 +74,14 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   EXPECT_EQ(radeon.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 4, 4, 4}));
   EXPECT_EQ(pocl.gemm(GemmMode::Linear), (GemmConfig{64, 64, 16, 8, 8, 8}));
   EXPECT_EQ(pocl.gemm(GemmMode::Conv), (GemmConfig{64, 64, 16, 8, 8, 8}));
-  // Winograd: the same rule everywhere for now (layers of 64+ tiles and 16+ channels; F(2×2) for fp16 filters).
+  // Winograd: the same rule everywhere for now (layers of 64+ tiles and 16+ channels; F(4×4) for both storages,
+  // fp16 filters transformed at each call).
   for (const auto* t : {&h200, &radeon, &pocl}) {
     EXPECT_EQ(t->winograd().min_tiles, 64);
     EXPECT_EQ(t->winograd().min_channels, 16);
     EXPECT_EQ(t->winograd().tile_f32, 4);
-    EXPECT_EQ(t->winograd().tile_f16, 2);
+    EXPECT_EQ(t->winograd().tile_f16, 4);
+    EXPECT_TRUE(t->winograd().f16_filter_per_call);
     EXPECT_EQ(t->winograd_use(), cl::WinogradUse::Auto);
   }
   for (const auto* t : {&h200, &radeon, &pocl})
@@ -213,7 +215,15 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope att("SDT_ATT_TILE", "16,16,64,4,16,4,16");
     EnvScope off("SDT_TENSOR_CORES", "0");
     EnvScope split("SDT_SPLITK", "8,2,4");
+    EnvScope winograd("SDT_WINOGRAD_F16", "2,load");
     const cl::TuningOverrides o = cl::overrides_from_environment();
+    ASSERT_TRUE(o.winograd_f16);
+    EXPECT_EQ(o.winograd_f16->tile, 2);
+    EXPECT_FALSE(o.winograd_f16->per_call);
+    const Tuning pocl_at_load(kPocl, false, o);
+    EXPECT_EQ(pocl_at_load.winograd().tile_f16, 2);
+    EXPECT_FALSE(pocl_at_load.winograd().f16_filter_per_call);
+    EXPECT_EQ(pocl_at_load.winograd().tile_f32, 4);
     ASSERT_TRUE(o.split_k);
     EXPECT_EQ(o.split_k->max_splits, 8);
     EXPECT_EQ(o.split_k->min_steps_per_split, 2);
@@ -235,7 +245,9 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope att("SDT_ATT_TILE", "");
     EnvScope on("SDT_TENSOR_CORES", "1");
     EnvScope split("SDT_SPLITK", "8,0,4");  // a slice of no K steps
+    EnvScope winograd("SDT_WINOGRAD_F16", "3,call");
     const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_FALSE(o.winograd_f16);
     EXPECT_FALSE(o.split_k);
     EXPECT_FALSE(o.gemm);
     EXPECT_FALSE(o.deferred_gemm);
