@@ -134,7 +134,11 @@
 inline float4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
   if (vec && i + 3 < row_end) {
 #if WEIGHT_HALF
-    return vloada_half4(0, B + i);
+    // One 8-byte load, then the conversion from the private copy: NVIDIA's compiler turns vloada_half4 on global
+    // memory into four 2-byte loads (PTX ld.global.nc.u16), which cost the portable UNet 1.8 ms of 36 on the H200
+    // (docs/bench/2026-12-03-night/call3, call4); the same values either way.
+    const ushort4 bits = *(__global const ushort4*)(B + i);
+    return vload_half4(0, (__private const half*)&bits);
 #else
     return *(__global const float4*)(B + i);
 #endif
