@@ -137,6 +137,31 @@ Measured conv_case(Env& env, check::ref::ConvShape s, bool residual) {
   return measure(env.download(y), check::ref::conv2d(env.as_product_input(x), w.values, b.values, s, r));
 }
 
+// A 3×3 convolution as the model's Winograd layers run it on this path's storage: the tuning row's largest tile,
+// the filter transformed at load into fp32 (fp32 weights) or at each call from the stored fp16 filter (what every
+// row does with fp16 weights; a row that transformed fp16 filters at load would round U to fp16 and need a bound
+// of its own). The input transform, the batched products and the output transform with bias and residual: most of
+// the VAE decoder's time on a GPU without tensor cores.
+Measured winograd_case(Env& env, check::ref::ConvShape s) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(s.C * 9));
+  const auto x = env.data(static_cast<std::size_t>(s.C) * s.H * s.W);
+  const auto w = env.weight(env.data(static_cast<std::size_t>(s.O) * s.C * 9, bound), {s.O, s.C, 3, 3});
+  const auto b = env.weight(env.data(s.O, bound), {s.O});
+  const auto r = env.data(static_cast<std::size_t>(s.O) * s.out_h() * s.out_w());
+  const nn::Tensor r_dev = env.upload(r, {s.O, s.out_h(), s.out_w()});
+  auto& ctx = env.ctx();
+  const DType storage = env.weight_storage();
+  const int m = nn::winograd_tile(ctx, storage);
+  nn::ConvFusion fusion;
+  fusion.residual = &r_dev;
+  const nn::Tensor xd = env.upload(x, {s.C, s.H, s.W});
+  const nn::Tensor y =
+      storage == DType::F16
+          ? nn::conv2d_winograd_per_call(ctx, xd, w.tensor, m, &b.tensor, s.geometry, fusion)
+          : nn::conv2d_winograd(ctx, xd, nn::winograd_filter(ctx, w.tensor, DType::F32, m), &b.tensor, s.geometry, fusion);
+  return measure(env.download(y), check::ref::conv2d(x, w.values, b.values, s, r));
+}
+
 check::ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
   check::ref::ConvShape s;
   s.C = C, s.H = H, s.W = W, s.O = O, s.k = k;
@@ -265,6 +290,8 @@ std::vector<CaseSpec> cases() {
                [](Env& env) { return group_norm_case(env, 256, 8, 8, 1e-6f, true); }});
   c.push_back({"vae decode", "conv 3×3 + residual, 256 → 256 at 8×8", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(256, 8, 8, 256, 3, 1, 1), true); }});
+  c.push_back({"vae decode", "conv 3×3 as Winograd + residual, 128 → 128 at 16×16", true, kAccumulated,
+               [](Env& env) { return winograd_case(env, conv(128, 16, 16, 128, 3, 1, 1)); }});
   c.push_back({"vae decode", "single-head attention, 512 wide, 64 tokens", true, kAccumulated,
                [](Env& env) { return attention_case(env, 64, 64, 1, 512, false); }});
   c.push_back({"vae decode", "nearest 2× upsample + conv 3×3, 64 → 64 at 32×32", true, kAccumulated,

@@ -187,6 +187,29 @@ TEST(SelfCheck, AWrongFp16OrTensorCoreKernelNamesTheSafePath) {
   }
 }
 
+TEST(SelfCheck, AWinogradFilterReadWronglyFailsTheFp16WinogradCaseOnly) {
+  // winograd.cl reading fp16 filters wrongly (the per-call transform of every Winograd layer with fp16 weights):
+  // the VAE decoder's Winograd case fails on the fp16 paths, nothing on the fp32 path.
+  const WrongKernel wrong("winograd", kWrongVloadHalf);
+  SelfCheckOptions options = options_for_the_test_device();
+  options.stages = {"vae decode"};
+  const SelfCheckReport report = run_self_check(options);
+  ASSERT_NE(report.first_failure(), nullptr) << report.verdict();
+  EXPECT_EQ(report.first_failure()->path.rfind("fp16 weights", 0), 0u) << report.first_failure()->path;
+  bool winograd_seen = false;
+  for (const auto& c : report.cases) {
+    const bool winograd = c.name.find("Winograd") != std::string::npos;
+    winograd_seen = winograd_seen || winograd;
+    if (c.path == "fp32 weights" || !winograd) {
+      EXPECT_TRUE(c.passed) << c.path << ": " << c.name;
+    } else {
+      EXPECT_FALSE(c.passed) << c.path << ": " << c.name;
+    }
+  }
+  EXPECT_TRUE(winograd_seen) << report.verdict();
+  EXPECT_NE(report.suggestion().find("store the weights as fp32"), std::string::npos) << report.suggestion();
+}
+
 TEST(SelfCheck, RaisingTheCancelFlagStopsItAndAnUnknownDeviceIsAnError) {
   std::atomic<bool> cancel{true};
   SelfCheckOptions options = options_for_the_test_device();
