@@ -14,12 +14,12 @@
 //                    transform, bias, activation and residual; one work-item per (tile, output channel)
 // The filter transform U = G g G^T runs once, when the weights are loaded (winograd_filter), and U is kept in the
 // weight storage's precision; or (fp16 weights) at each call, from the stored fp16 filter into an fp32 U in a
-// workspace (IN_HALF), so that U is never rounded to fp16. F(4x4) multiplies 4x fewer times than direct convolution (36 products per tile and
-// channel pair instead of 144), F(2x2) 2.25x fewer (16 instead of 36); the price is the transforms' memory
-// traffic and a larger rounding error. F(4x4)'s coefficients reach 8 and 1/24, and its inverse transform
-// cancels large terms: with U rounded to fp16 the error grows about tenfold over fp16 weights in direct
-// convolution, so an fp16 U takes F(2x2), whose coefficients are +-1 and 1/2 (measured in tests/kernels); an fp32
-// U made at each call from fp16 weights takes F(4x4) with the error of those weights alone.
+// workspace (IN_HALF), so that U is never rounded to fp16. F(4x4) multiplies 4x fewer times than direct
+// convolution (36 products per tile and channel pair instead of 144), F(2x2) 2.25x fewer (16 instead of 36); the
+// price is the transforms' memory traffic and a larger rounding error. F(4x4)'s coefficients reach 8 and 1/24,
+// and its inverse transform cancels large terms: with U rounded to fp16 the error grows about tenfold over fp16
+// weights in direct convolution, so an fp16 U takes F(2x2), whose coefficients are +-1 and 1/2 (measured in
+// tests/kernels); an fp32 U made at each call from fp16 weights takes F(4x4) with the error of those weights alone.
 // Tiles are numbered row-major over the output (tiles_w per row); a launch covers tiles [t0, t0 + count), so a
 // large map goes through in chunks that bound the V and M workspaces.
 

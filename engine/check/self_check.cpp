@@ -155,10 +155,10 @@ Measured winograd_case(Env& env, check::ref::ConvShape s) {
   nn::ConvFusion fusion;
   fusion.residual = &r_dev;
   const nn::Tensor xd = env.upload(x, {s.C, s.H, s.W});
-  const nn::Tensor y =
-      storage == DType::F16
-          ? nn::conv2d_winograd_per_call(ctx, xd, w.tensor, m, &b.tensor, s.geometry, fusion)
-          : nn::conv2d_winograd(ctx, xd, nn::winograd_filter(ctx, w.tensor, DType::F32, m), &b.tensor, s.geometry, fusion);
+  const nn::Tensor y = storage == DType::F16
+                           ? nn::conv2d_winograd_per_call(ctx, xd, w.tensor, m, &b.tensor, s.geometry, fusion)
+                           : nn::conv2d_winograd(ctx, xd, nn::winograd_filter(ctx, w.tensor, DType::F32, m), &b.tensor,
+                                                 s.geometry, fusion);
   return measure(env.download(y), check::ref::conv2d(x, w.values, b.values, s, r));
 }
 

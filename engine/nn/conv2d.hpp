@@ -49,10 +49,10 @@ class Conv2d {
   std::int64_t in_channels_ = 0;
   std::int64_t out_channels_ = 0;
   ConvGeometry geometry_;
-  Tensor weight_;    // [out, in, k, k], or undefined when the layer keeps its filter transformed
-  Tensor winograd_;  // [(m+2)², out, in]: the transformed filter (nn::winograd_filter), or undefined
+  Tensor weight_;        // [out, in, k, k], or undefined when the layer keeps its filter transformed
+  Tensor winograd_;      // [(m+2)², out, in]: the transformed filter (nn::winograd_filter), or undefined
   int filter_tile_ = 0;  // m of a Winograd layer that transforms weight_ at each call; 0: none
-  Tensor bias_;      // [out] fp32, or undefined
+  Tensor bias_;          // [out] fp32, or undefined
 };
 
 }  // namespace sdt::nn

@@ -76,7 +76,7 @@ void winograd_filter_into(cl::Context& ctx, const Tensor& w, const Tensor& u);
 Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const Tensor* b,
                        const ConvGeometry& geometry, const ConvFusion& fusion = {});
 Tensor conv2d_winograd_per_call(cl::Context& ctx, const Tensor& x, const Tensor& w, int m, const Tensor* b,
-                                   const ConvGeometry& geometry, const ConvFusion& fusion = {});
+                                const ConvGeometry& geometry, const ConvFusion& fusion = {});
 // The largest output tile m the device's tuning row allows for a filter stored as `storage` (4 for either, where
 // fp16 filters are transformed at each call; else 2 for fp16).
 int winograd_tile(const cl::Context& ctx, DType storage);

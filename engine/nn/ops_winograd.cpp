@@ -184,7 +184,8 @@ Tensor run_winograd(cl::Context& ctx, const std::string& op, const Tensor& x, co
   o.a = V.get();
   o.c = M.get();
   // A per-call filter: U in fp32 from the stored values, into a pooled workspace that the in-order queue keeps for
-  // this call's products (at SD-Turbo's sizes 6-38 MB a 3×3 layer, written and read once: ≈ 10 µs of bandwidth).
+  // this call's products (3.7 to 236 MB a layer at SD-Turbo's widths, written once and read by the products: on the
+  // H200 1.15 ms an image over the UNet's and TAESD's 68 layers).
   cl::Buffer transformed;
   if (per_call) {
     transformed = ctx.buffer(sizeof(float) * positions * O * C);
@@ -238,7 +239,7 @@ Tensor conv2d_winograd(cl::Context& ctx, const Tensor& x, const Tensor& u, const
 }
 
 Tensor conv2d_winograd_per_call(cl::Context& ctx, const Tensor& x, const Tensor& w, int m, const Tensor* b,
-                                   const ConvGeometry& g, const ConvFusion& fusion) {
+                                const ConvGeometry& g, const ConvFusion& fusion) {
   const std::string op = "conv2d_winograd_per_call";
   detail::require_activation(op, "x", x, 3);
   const std::int64_t C = x.dim(0);

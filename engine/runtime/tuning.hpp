@@ -159,7 +159,9 @@ struct WinogradRow {
   // Output tile per filter storage: F(4×4) for both. An fp16 filter transformed at load would be rounded to fp16
   // in the Winograd domain, which F(4×4)'s inverse transform amplifies (30 times the weights' own rounding at 512
   // channels, tests/kernels/test_winograd.cpp): with f16_filter_per_call the layer keeps the fp16 3×3 filter and
-  // each call transforms it into an fp32 workspace (one launch, ≈ 10 µs); without, fp16 storage needs tile 2.
+  // each call transforms it into an fp32 workspace (one launch; 1.15 ms over the 68 layers of a TAESD image on the
+  // H200, with the UNet 1.5 ms and the VAE decoder 20.5 ms faster than F(2×2) with an fp16 U); without it, fp16
+  // storage needs tile 2.
   int tile_f32 = 4, tile_f16 = 4;
   bool f16_filter_per_call = true;
 };

@@ -1,8 +1,9 @@
 // The Winograd convolution in whole models, against the diffusers fixtures and against the direct path: every
 // layer that can run as Winograd does (WinogradUse::On: the fixture's small maps too, not only the shapes the
 // tuning row picks), in fp32 storage (F(4×4)) within the fixture bounds of an fp32 implementation, and in fp16
-// storage (F(4×4), the fp16 filter transformed into fp32 at each call) within the fp16-storage bounds; the RGB8 images within 3 levels of the direct path's. At
-// SD-Turbo's own widths and 512×512 (random weights) the same comparison is a disabled test, for a GPU.
+// storage (F(4×4), the fp16 filter transformed into fp32 at each call) within the fp16-storage bounds; the RGB8
+// images within 3 levels of the direct path's. At SD-Turbo's own widths and 512×512 (random weights) the same
+// comparison is a disabled test, for a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
