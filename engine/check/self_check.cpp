@@ -124,7 +124,14 @@ Measured linear_case(Env& env, int M, int K, int N, Act act, bool residual) {
   return measure(env.download(y), check::ref::linear(env.as_product_input(x), w.values, b.values, M, K, N, act, r));
 }
 
-Measured conv_case(Env& env, check::ref::ConvShape s, bool residual) {
+// How a case runs its 3×3 or k×k convolution: direct (gemm.cl or the tensor cores), or as the model's Winograd
+// layers run it on this path's storage — the tuning row's largest tile, the filter transformed at load into fp32
+// (fp32 weights) or at each call from the stored fp16 filter (what every row does with fp16 weights; a row that
+// transformed fp16 filters at load would round U to fp16 and need a bound of its own): the input transform, the
+// batched products and the output transform, most of the VAE decoder's time on a GPU without tensor cores.
+enum class ConvAlgorithm { Direct, Winograd };
+
+Measured conv_case(Env& env, check::ref::ConvShape s, bool residual, ConvAlgorithm algorithm = ConvAlgorithm::Direct) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(s.C * s.k * s.k));
   const auto x = env.data(static_cast<std::size_t>(s.C) * s.H * s.W);
   const auto w = env.weight(env.data(static_cast<std::size_t>(s.O) * s.C * s.k * s.k, bound), {s.O, s.C, s.k, s.k});
@@ -132,29 +139,16 @@ Measured conv_case(Env& env, check::ref::ConvShape s, bool residual) {
   const std::size_t out = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
   const auto r = residual ? env.data(out) : std::vector<float>();
   const nn::Tensor r_dev = residual ? env.upload(r, {s.O, s.out_h(), s.out_w()}) : nn::Tensor();
-  const nn::Tensor y =
-      nn::conv2d(env.ctx(), env.upload(x, {s.C, s.H, s.W}), w.tensor, &b.tensor, s.geometry, residual ? &r_dev : nullptr);
-  return measure(env.download(y), check::ref::conv2d(env.as_product_input(x), w.values, b.values, s, r));
-}
-
-// A 3×3 convolution as the model's Winograd layers run it on this path's storage: the tuning row's largest tile,
-// the filter transformed at load into fp32 (fp32 weights) or at each call from the stored fp16 filter (what every
-// row does with fp16 weights; a row that transformed fp16 filters at load would round U to fp16 and need a bound
-// of its own). The input transform, the batched products and the output transform with bias and residual: most of
-// the VAE decoder's time on a GPU without tensor cores.
-Measured winograd_case(Env& env, check::ref::ConvShape s) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(s.C * 9));
-  const auto x = env.data(static_cast<std::size_t>(s.C) * s.H * s.W);
-  const auto w = env.weight(env.data(static_cast<std::size_t>(s.O) * s.C * 9, bound), {s.O, s.C, 3, 3});
-  const auto b = env.weight(env.data(s.O, bound), {s.O});
-  const auto r = env.data(static_cast<std::size_t>(s.O) * s.out_h() * s.out_w());
-  const nn::Tensor r_dev = env.upload(r, {s.O, s.out_h(), s.out_w()});
   auto& ctx = env.ctx();
+  const nn::Tensor xd = env.upload(x, {s.C, s.H, s.W});
+  if (algorithm == ConvAlgorithm::Direct) {
+    const nn::Tensor y = nn::conv2d(ctx, xd, w.tensor, &b.tensor, s.geometry, residual ? &r_dev : nullptr);
+    return measure(env.download(y), check::ref::conv2d(env.as_product_input(x), w.values, b.values, s, r));
+  }
+  nn::ConvFusion fusion;
+  fusion.residual = residual ? &r_dev : nullptr;
   const DType storage = env.weight_storage();
   const int m = nn::winograd_tile(ctx, storage);
-  nn::ConvFusion fusion;
-  fusion.residual = &r_dev;
-  const nn::Tensor xd = env.upload(x, {s.C, s.H, s.W});
   const nn::Tensor y = storage == DType::F16
                            ? nn::conv2d_winograd_per_call(ctx, xd, w.tensor, m, &b.tensor, s.geometry, fusion)
                            : nn::conv2d_winograd(ctx, xd, nn::winograd_filter(ctx, w.tensor, DType::F32, m), &b.tensor,
@@ -291,7 +285,9 @@ std::vector<CaseSpec> cases() {
   c.push_back({"vae decode", "conv 3×3 + residual, 256 → 256 at 8×8", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(256, 8, 8, 256, 3, 1, 1), true); }});
   c.push_back({"vae decode", "conv 3×3 as Winograd + residual, 128 → 128 at 16×16", true, kAccumulated,
-               [](Env& env) { return winograd_case(env, conv(128, 16, 16, 128, 3, 1, 1)); }});
+               [](Env& env) {
+                 return conv_case(env, conv(128, 16, 16, 128, 3, 1, 1), true, ConvAlgorithm::Winograd);
+               }});
   c.push_back({"vae decode", "single-head attention, 512 wide, 64 tokens", true, kAccumulated,
                [](Env& env) { return attention_case(env, 64, 64, 1, 512, false); }});
   c.push_back({"vae decode", "nearest 2× upsample + conv 3×3, 64 → 64 at 32×32", true, kAccumulated,

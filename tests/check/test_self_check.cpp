@@ -26,6 +26,13 @@ SelfCheckOptions options_for_the_test_device() {
   return options;
 }
 
+// The check of one stage on the test device.
+SelfCheckReport check_stage(const char* stage) {
+  SelfCheckOptions options = options_for_the_test_device();
+  options.stages = {stage};
+  return run_self_check(options);
+}
+
 void print(const SelfCheckReport& report) {
   for (const auto& c : report.cases)
     std::printf("  %-13s %-58s %-27s rel %.3g (tolerance %.3g) %s\n", c.stage.c_str(), c.name.c_str(), c.path.c_str(),
@@ -109,9 +116,7 @@ TEST(SelfCheck, PassesOnTheTestDeviceForEveryStageAndPath) {
 // (The tensor-core stand-in builds slowly on PoCL: these tests check one stage, SelfCheckOptions::stages.)
 TEST(SelfCheck, ChecksTheTensorCorePathFirstWhereTheEngineWouldTakeIt) {
   const EmulatedTensorCores tensor_cores;
-  SelfCheckOptions options = options_for_the_test_device();
-  options.stages = {"text encoder"};
-  const SelfCheckReport report = run_self_check(options);
+  const SelfCheckReport report = check_stage("text encoder");
   print(report);
   ASSERT_FALSE(report.paths.empty());
   EXPECT_EQ(report.paths.front().name, "fp16 weights, tensor cores");
@@ -154,9 +159,7 @@ TEST(SelfCheck, AWrongFp16OrTensorCoreKernelNamesTheSafePath) {
   {
     // fp16 weights read wrongly by gemm.cl: fp32 weights avoid it.
     const WrongKernel wrong("gemm", kWrongVloadHalf);
-    SelfCheckOptions options = options_for_the_test_device();
-    options.stages = {"text encoder"};
-    const SelfCheckReport report = run_self_check(options);
+    const SelfCheckReport report = check_stage("text encoder");
     ASSERT_NE(report.first_failure(), nullptr) << report.verdict();
     // On a device with tensor cores their path runs first and fails too (it reads fp16 weights through gemm.cl
     // wherever a shape does not suit the tensor cores): the first failure is on one of the two fp16 paths.
@@ -177,9 +180,7 @@ TEST(SelfCheck, AWrongFp16OrTensorCoreKernelNamesTheSafePath) {
     // The tensor-core kernel alone computes wrongly: turning the tensor cores off avoids it.
     const EmulatedTensorCores tensor_cores;
     const WrongKernel wrong("gemm_tc", kWrongVloadHalf);
-    SelfCheckOptions options = options_for_the_test_device();
-    options.stages = {"text encoder"};
-    const SelfCheckReport report = run_self_check(options);
+    const SelfCheckReport report = check_stage("text encoder");
     ASSERT_NE(report.first_failure(), nullptr) << report.verdict();
     EXPECT_EQ(report.first_failure()->path, "fp16 weights, tensor cores");
     EXPECT_EQ(report.first_failure()->stage, "text encoder");
@@ -191,9 +192,7 @@ TEST(SelfCheck, AWinogradFilterReadWronglyFailsTheFp16WinogradCaseOnly) {
   // winograd.cl reading fp16 filters wrongly (the per-call transform of every Winograd layer with fp16 weights):
   // the VAE decoder's Winograd case fails on the fp16 paths, nothing on the fp32 path.
   const WrongKernel wrong("winograd", kWrongVloadHalf);
-  SelfCheckOptions options = options_for_the_test_device();
-  options.stages = {"vae decode"};
-  const SelfCheckReport report = run_self_check(options);
+  const SelfCheckReport report = check_stage("vae decode");
   ASSERT_NE(report.first_failure(), nullptr) << report.verdict();
   EXPECT_EQ(report.first_failure()->path.rfind("fp16 weights", 0), 0u) << report.first_failure()->path;
   bool winograd_seen = false;
