@@ -3,7 +3,8 @@
 // torch's scaled_dot_product_attention; the online-softmax recurrence is that of FlashAttention-2).
 //
 // Letters: Tq queries, Tk keys, D = HEAD_DIM (compile-time), h the head.
-// q: [Tq, ldq] with head h at columns h*D .. h*D + D - 1; k, v: [Tk, ldk] / [Tk, ldv]; out: [Tq, ldo], all fp32.
+// q: [Tq, ldq] with head h at columns q_off + h*D .. q_off + h*D + D - 1; k, v: [Tk, ldk] / [Tk, ldv] from k_off /
+// v_off likewise (q, k and v may be column ranges of one buffer: a fused q/k/v projection); out: [Tq, ldo], all fp32.
 //
 // A work-group owns ATT_BQ queries of one head and walks the keys ATT_BK at a time:
 //   1. S = Q*K^T for the block, a register-tiled micro-GEMM: ATT_SQ x ATT_SK work-items, each RQ x RK scores,
@@ -68,14 +69,17 @@
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention(
     const int Tq, const int Tk, const int causal, const float scale, __global const float* restrict q,
-    const int ldq, __global const float* restrict k, const int ldk, __global const float* restrict v,
-    const int ldv, __global float* restrict out, const int ldo) {
+    const int ldq, const int q_off, __global const float* restrict k, const int ldk, const int k_off,
+    __global const float* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo) {
   __local float Qs[ATT_BQ][ATT_DC + 1];
   __local float KVs[ATT_BK][ATT_DC + 1];  // K block in phase 1, V block in phase 3 (barriers separate them)
   __local float Ps[ATT_BQ][ATT_BK + 1];
   __local float red[ATT_BQ][ATT_SK];
   __local float m_row[ATT_BQ], l_row[ATT_BQ], alpha_row[ATT_BQ];
 
+  q += q_off;  // column offsets: q, k and v may be column ranges of one [T, 3·width] projection
+  k += k_off;
+  v += v_off;
   const int tid = get_local_id(0);
   const int q0 = get_group_id(0) * ATT_BQ;
   const int head = get_group_id(1);

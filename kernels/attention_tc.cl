@@ -4,7 +4,8 @@
 // weights are stored in fp16. kernels/attention.cl is the fp32 version of the same op.
 //
 // Letters: Tq queries, Tk keys, D = HEAD_DIM (compile-time, up to 128), h the head.
-// q: [Tq, ldq] with head h at columns h*D .. h*D + D - 1; k: [Tk, ldk], v: [Tk, ldv], out: [Tq, ldo], all fp32.
+// q: [Tq, ldq] with head h at columns q_off + h*D .. q_off + h*D + D - 1; k: [Tk, ldk], v: [Tk, ldv] from k_off /
+// v_off likewise (column ranges of one fused q/k/v projection's output); out: [Tq, ldo], all fp32.
 // global (ceil(Tq / BQ) * NTHREADS, heads), local (NTHREADS): a work-group owns BQ = 16 * ATT_TC_WARPS queries
 // of one head, one warp per 16 of them, and walks the keys ATT_TC_BK at a time. Per key block:
 //   1. K (rows) and V (transposed: d rows, key pairs along the row) enter local memory, rounded to fp16;
@@ -37,7 +38,7 @@
 #ifndef ATT_TC_BK
 #define ATT_TC_BK 64
 #endif
-#ifndef ATT_ALIGN4  // 1: HEAD_DIM and every row stride are multiples of 4 floats: float4 loads
+#ifndef ATT_ALIGN4  // 1: HEAD_DIM, every row stride and column offset are multiples of 4 floats: float4 loads
 #define ATT_ALIGN4 0
 #endif
 
@@ -109,8 +110,8 @@ inline float4 att_load4(__global const float* restrict x, int ld, int col0, int 
 
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc(
     const int Tq, const int Tk, const int causal, const float scale, __global const float* restrict q,
-    const int ldq, __global const float* restrict k, const int ldk, __global const float* restrict v,
-    const int ldv, __global float* restrict out, const int ldo) {
+    const int ldq, const int q_off, __global const float* restrict k, const int ldk, const int k_off,
+    __global const float* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo) {
   // uint4 arrays keep the tiles 16-byte aligned for the vector stores below.
   __local uint4 q_tile[(BQ * LDQ + 3) / 4];
   __local uint4 k_tile[(BK * LDQ + 3) / 4];
@@ -123,6 +124,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   __local float quad_scratch[2 * NTHREADS];
 #endif
 
+  q += q_off;  // column offsets: q, k and v may be column ranges of one [T, 3·width] projection
+  k += k_off;
+  v += v_off;
   const int tid = get_local_id(0);
   const int warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t = lane & 3;

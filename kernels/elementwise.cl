@@ -98,11 +98,14 @@ void add_group_count(const int mine, __local int* group_count, __global int* cou
   if (get_local_id(0) == 0 && *group_count) atomic_add(count, *group_count);
 }
 
-// Counts NaN and Inf entries of x into counts[slot] (which the host zeroes first). Tested on the exponent bits, so
-// no compiler assumption about finite math can remove the test.   global (round_up(n, ls)), local (ls <= 256)
-__kernel void count_non_finite(const int n, __global const float* restrict x, __global int* restrict counts,
-                               const int slot) {
+// Counts NaN and Inf entries of x[first .. first + n - 1] into counts[slot] (which the host zeroes first). Tested
+// on the exponent bits, so no compiler assumption about finite math can remove the test. `first`: a weight stacked
+// with others in one buffer (a fused q/k/v projection) is counted on its own rows.
+// global (round_up(n, ls)), local (ls <= 256)
+__kernel void count_non_finite(const int n, __global const float* restrict x, const int first,
+                               __global int* restrict counts, const int slot) {
   __local int group_count;
+  x += first;
   int mine = 0;
   for (int i = get_global_id(0); i < n; i += get_global_size(0))
     mine += (as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
@@ -110,9 +113,10 @@ __kernel void count_non_finite(const int n, __global const float* restrict x, __
 }
 
 // The same for fp16 weights, read as their bits: exponent all ones is Inf or NaN.
-__kernel void count_non_finite_half(const int n, __global const ushort* restrict x, __global int* restrict counts,
-                                    const int slot) {
+__kernel void count_non_finite_half(const int n, __global const ushort* restrict x, const int first,
+                                    __global int* restrict counts, const int slot) {
   __local int group_count;
+  x += first;
   int mine = 0;
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) mine += (x[i] & 0x7c00u) == 0x7c00u;
   add_group_count(mine, &group_count, counts + slot);

@@ -10,9 +10,7 @@ ClipEncoderLayer::ClipEncoderLayer(const nn::WeightScope& scope, const io::TextE
     : heads_(config.num_heads) {
   const std::int64_t C = config.hidden_size, F = config.intermediate_size;
   layer_norm1_ = nn::LayerNorm(scope["layer_norm1"], C, config.layer_norm_eps);
-  self_attn_q_proj_ = nn::Linear(scope["self_attn"]["q_proj"], C, C);
-  self_attn_k_proj_ = nn::Linear(scope["self_attn"]["k_proj"], C, C);
-  self_attn_v_proj_ = nn::Linear(scope["self_attn"]["v_proj"], C, C);
+  self_attn_qkv_proj_ = nn::Linear::stacked(scope["self_attn"], {"q_proj", "k_proj", "v_proj"}, C, C);
   self_attn_out_proj_ = nn::Linear(scope["self_attn"]["out_proj"], C, C);
   layer_norm2_ = nn::LayerNorm(scope["layer_norm2"], C, config.layer_norm_eps);
   mlp_fc1_ = nn::Linear(scope["mlp"]["fc1"], C, F);
@@ -22,11 +20,10 @@ ClipEncoderLayer::ClipEncoderLayer(const nn::WeightScope& scope, const io::TextE
 nn::Tensor ClipEncoderLayer::operator()(cl::Context& ctx, const nn::Tensor& x) const {
   // x: [T, C]
   nn::Tensor h = layer_norm1_(ctx, x);
-  nn::Tensor q = self_attn_q_proj_(ctx, h);  // [T, C]
-  nn::Tensor k = self_attn_k_proj_(ctx, h);
-  nn::Tensor v = self_attn_v_proj_(ctx, h);
-  nn::Tensor attended =
-      nn::attention(ctx, q, k, v, heads_, /*causal=*/true, self_attn_q_proj_.weight().dtype);  // [T, C]
+  const std::int64_t C = x.dim(1);
+  nn::Tensor qkv = self_attn_qkv_proj_(ctx, h);  // [T, 3C]: q, k, v in one product
+  nn::Tensor attended = nn::attention(ctx, {qkv, 0, C}, {qkv, C, C}, {qkv, 2 * C, C}, heads_, /*causal=*/true,
+                                      self_attn_qkv_proj_.weight().dtype);  // [T, C]
   nn::Tensor r = self_attn_out_proj_(ctx, attended, nn::Act::None, &x);                        // x + attn
   nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), nn::Act::GELU);                           // [T, F]
   return mlp_fc2_(ctx, m, nn::Act::None, &r);                                                  // r + mlp

@@ -23,7 +23,8 @@ class ClipEncoderLayer {
  private:
   int heads_ = 1;
   nn::LayerNorm layer_norm1_;
-  nn::Linear self_attn_q_proj_, self_attn_k_proj_, self_attn_v_proj_, self_attn_out_proj_;
+  nn::Linear self_attn_qkv_proj_;  // q_proj, k_proj and v_proj stacked: one product
+  nn::Linear self_attn_out_proj_;
   nn::LayerNorm layer_norm2_;
   nn::Linear mlp_fc1_, mlp_fc2_;
 };

@@ -9,20 +9,33 @@ Attention::Attention(const WeightScope& scope, const AttentionShape& shape) : sh
   const std::int64_t context_dim = shape.context_dim > 0 ? shape.context_dim : shape.query_dim;
   if (shape.norm_groups > 0)
     group_norm_.emplace(scope["group_norm"], shape.query_dim, shape.norm_groups, shape.norm_eps);
-  to_q_ = Linear(scope["to_q"], shape.query_dim, inner, shape.qkv_bias);
-  to_k_ = Linear(scope["to_k"], context_dim, inner, shape.qkv_bias);
-  to_v_ = Linear(scope["to_v"], context_dim, inner, shape.qkv_bias);
+  if (shape.context_dim > 0) {
+    to_q_ = Linear(scope["to_q"], shape.query_dim, inner, shape.qkv_bias);
+    to_kv_ = Linear::stacked(scope, {"to_k", "to_v"}, context_dim, inner, shape.qkv_bias);
+  } else {
+    to_qkv_ = Linear::stacked(scope, {"to_q", "to_k", "to_v"}, shape.query_dim, inner, shape.qkv_bias);
+  }
   to_out_0_ = Linear(scope["to_out"]["0"], inner, shape.query_dim, true);
 }
 
 Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* context, const Tensor* residual) const {
   // x: [T, query_dim], context: [S, context_dim]
-  const Tensor& kv_input = context ? *context : x;
-  Tensor q = to_q_(ctx, x);                                                              // [T, heads·D]
-  Tensor k = to_k_(ctx, kv_input);                                                       // [S, heads·D]
-  Tensor v = to_v_(ctx, kv_input);                                                       // [S, heads·D]
-  Tensor attended = attention(ctx, q, k, v, shape_.heads, false, to_q_.weight().dtype);  // [T, heads·D]
-  return to_out_0_(ctx, attended, Act::None, residual);                                  // [T, query_dim]
+  const std::int64_t inner = shape_.heads * shape_.dim_head;
+  if ((context != nullptr) != (shape_.context_dim > 0))
+    throw Error(ErrorKind::Internal, std::string("Attention: ") +
+                                         (context ? "a context given to a self-attention layer"
+                                                  : "a cross-attention layer called without its context"));
+  Tensor attended;
+  if (context) {
+    Tensor q = to_q_(ctx, x);            // [T, heads·D]
+    Tensor kv = to_kv_(ctx, *context);   // [S, 2·heads·D]: k, v
+    attended = attention(ctx, q, {kv, 0, inner}, {kv, inner, inner}, shape_.heads, false, to_q_.weight().dtype);
+  } else {
+    Tensor qkv = to_qkv_(ctx, x);  // [T, 3·heads·D]: q, k, v
+    attended = attention(ctx, {qkv, 0, inner}, {qkv, inner, inner}, {qkv, 2 * inner, inner}, shape_.heads, false,
+                         to_qkv_.weight().dtype);
+  }
+  return to_out_0_(ctx, attended, Act::None, residual);  // [T, query_dim]
 }
 
 Tensor Attention::spatial(cl::Context& ctx, const Tensor& x) const {

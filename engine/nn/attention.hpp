@@ -37,9 +37,11 @@ class Attention {
  private:
   AttentionShape shape_;
   std::optional<GroupNorm> group_norm_;
-  Linear to_q_;      // [heads·D, query_dim]
-  Linear to_k_;      // [heads·D, context_dim]
-  Linear to_v_;      // [heads·D, context_dim]
+  // Self-attention: to_q, to_k and to_v stacked, one product [3·heads·D, query_dim]. Cross-attention: to_q alone
+  // [heads·D, query_dim], to_k and to_v stacked [2·heads·D, context_dim] (both read the context).
+  Linear to_qkv_;
+  Linear to_q_;
+  Linear to_kv_;
   Linear to_out_0_;  // [query_dim, heads·D]
 };
 

@@ -8,6 +8,16 @@ Linear::Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t 
   if (bias) bias_ = scope.vector("bias", out_features, Init::uniform(in_features));
 }
 
+Linear Linear::stacked(const WeightScope& scope, const std::vector<std::string>& children, std::int64_t in_features,
+                       std::int64_t out_each, bool bias) {
+  Linear l;
+  l.in_features_ = in_features;
+  l.out_features_ = out_each * static_cast<std::int64_t>(children.size());
+  l.weight_ = scope.stacked_matrix(children, "weight", {out_each, in_features}, Init::uniform(in_features));
+  if (bias) l.bias_ = scope.stacked_vector(children, "bias", out_each, Init::uniform(in_features));
+  return l;
+}
+
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, Act act, const Tensor* residual) const {
   // x: [T, in] → [T, out]
   return linear(ctx, x, weight_, bias(), act, residual);

@@ -12,6 +12,12 @@ class Linear {
   // Loads "<scope>weight" [out, in] and, when `bias`, "<scope>bias" [out].
   Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t out_features, bool bias = true);
 
+  // Projections of one input fused into one product: the child layers' weights [out_each, in] (and biases) stacked
+  // along the output dimension, so x: [T, in] → [T, children · out_each] with child i's outputs in columns
+  // i·out_each .. (i + 1)·out_each − 1 (attention's q, k and v from one launch). Each child keeps its weight names.
+  static Linear stacked(const WeightScope& scope, const std::vector<std::string>& children, std::int64_t in_features,
+                        std::int64_t out_each, bool bias = true);
+
   // x: [T, in] → [T, out]; residual: [T, out] added after the activation.
   Tensor operator()(cl::Context& ctx, const Tensor& x, Act act = Act::None, const Tensor* residual = nullptr) const;
 

@@ -16,6 +16,18 @@ class WeightIndex;
 
 enum class Act { None, SiLU, GELU, ReLU };
 
+// Columns [first, first + width) of a [T, *] fp32 activation, read in place: how attention takes q, k and v from
+// one fused projection. A whole tensor converts to all of its columns.
+struct Columns {
+  const Tensor* tensor = nullptr;
+  std::int64_t first = 0;
+  std::int64_t width = 0;
+  Columns() = default;
+  Columns(const Tensor& t) : tensor(&t), width(t.rank() == 2 ? t.dim(1) : 0) {}  // NOLINT: implicit by design
+  Columns(const Tensor& t, std::int64_t first_column, std::int64_t columns)
+      : tensor(&t), first(first_column), width(columns) {}
+};
+
 // y = act(x · wᵀ + b) (+ residual)   x: [M, K], w: [N, K], b: [N] or null, residual: [M, N] or null → [M, N]
 // The residual is added after the activation.
 Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act = Act::None,
@@ -116,7 +128,9 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 // causal: query i sees keys 0..i (the text encoder). D up to 512 (the VAE's single head has D = 512).
 // weights: the storage of the model's weights. With F16 the products may run with fp16 operands and fp32
 // accumulation (tensor cores, as gemm_tc for the linear layers), the softmax staying fp32; F32 keeps fp32.
-Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+// q, k and v may be column ranges of wider activations (Columns): a fused projection's [T, 3·width] output for
+// self-attention, [S, 2·width] for cross-attention's keys and values, read in place.
+Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Columns& v, int heads, bool causal,
                  DType weights = DType::F32);
 
 // Element-wise.

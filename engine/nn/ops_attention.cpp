@@ -24,9 +24,18 @@ namespace {
 constexpr int kMaxHeadDim = 512;
 constexpr std::size_t kSoftmaxThreads = 256;
 
-void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                     bool causal, float scale, Tensor& out) {
-  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
+// A column slice as the kernels take it: buffer, row stride, first column.
+struct Operand {
+  cl_mem buffer;
+  int ld, off;
+  explicit Operand(const Columns& c)
+      : buffer(c.tensor->buffer.get()), ld(static_cast<int>(c.tensor->dim(1))), off(static_cast<int>(c.first)) {}
+};
+
+void attention_flash(cl::Context& ctx, const Columns& q_cols, const Columns& k_cols, const Columns& v_cols, int heads,
+                     int head_dim, bool causal, float scale, Tensor& out) {
+  const int Tq = static_cast<int>(q_cols.tensor->dim(0)), Tk = static_cast<int>(k_cols.tensor->dim(0));
+  const Operand q(q_cols), k(k_cols), v(v_cols);
   detail::AttentionConfig config = ctx.tuning().attention(head_dim);
   cl_kernel kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   if (const std::size_t limit = ctx.work_group_limit(kernel);
@@ -34,25 +43,28 @@ void attention_flash(cl::Context& ctx, const Tensor& q, const Tensor& k, const T
     config = cl::Tuning::attention_fallback(head_dim, limit);
     kernel = ctx.kernel("attention", "attention", config.defines(head_dim));
   }
-  const int ld = static_cast<int>(q.dim(1));
+  const int ldo = static_cast<int>(out.dim(1));
   const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq - 1) / config.bq;
   ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
-             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, ld,
-             k.buffer, ld, v.buffer, ld, out.buffer, ld);
+             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, q.ld,
+             q.off, k.buffer, k.ld, k.off, v.buffer, v.ld, v.off, out.buffer, ldo);
   const double pairs = causal ? 0.5 * Tq * (Tq + 1.0) : static_cast<double>(Tq) * Tk;
   ctx.add_flops(4.0 * pairs * head_dim * heads);
 }
 
 // kernels/attention_tc.cl (ptx: mma.sync; else its plain-loop stand-in). False when the device's compiler refused
 // the PTX or the kernel cannot run its work-group here: the caller then runs the fp32 kernel.
-bool attention_flash_tc(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                        bool causal, float scale, Tensor& out, bool ptx) {
+bool attention_flash_tc(cl::Context& ctx, const Columns& q_cols, const Columns& k_cols, const Columns& v_cols,
+                        int heads, int head_dim, bool causal, float scale, Tensor& out, bool ptx) {
   if (ptx && ctx.tuning().ptx_rejected()) return false;
-  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
-  const int ld = static_cast<int>(q.dim(1));
+  const int Tq = static_cast<int>(q_cols.tensor->dim(0)), Tk = static_cast<int>(k_cols.tensor->dim(0));
+  const Operand q(q_cols), k(k_cols), v(v_cols);
+  const int ldo = static_cast<int>(out.dim(1));
+  bool aligned = head_dim % 4 == 0 && ldo % 4 == 0;
+  for (const Operand& o : {q, k, v}) aligned = aligned && o.ld % 4 == 0 && o.off % 4 == 0;
   const detail::AttentionTcConfig config = ctx.tuning().attention_tc(head_dim, !ptx);
   const std::string options = config.defines(head_dim) + " -DSDT_PTX=" + (ptx ? "1" : "0") +
-                              " -DATT_ALIGN4=" + (head_dim % 4 == 0 && ld % 4 == 0 ? "1" : "0");
+                              " -DATT_ALIGN4=" + (aligned ? "1" : "0");
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("attention_tc", "attention_tc", options);
@@ -66,17 +78,18 @@ bool attention_flash_tc(cl::Context& ctx, const Tensor& q, const Tensor& k, cons
   if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
   const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq() - 1) / config.bq();
   ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
-             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, ld,
-             k.buffer, ld, v.buffer, ld, out.buffer, ld);
+             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, q.ld,
+             q.off, k.buffer, k.ld, k.off, v.buffer, v.ld, v.off, out.buffer, ldo);
   const double pairs = causal ? 0.5 * Tq * (Tq + 1.0) : static_cast<double>(Tq) * Tk;
   ctx.add_flops(4.0 * pairs * head_dim * heads);
   return true;
 }
 
-void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                       bool causal, float scale, Tensor& out, bool fp16_products) {
-  const int Tq = static_cast<int>(q.dim(0)), Tk = static_cast<int>(k.dim(0));
-  const int width = static_cast<int>(q.dim(1));
+void attention_blocked(cl::Context& ctx, const Columns& q_cols, const Columns& k_cols, const Columns& v_cols,
+                       int heads, int head_dim, bool causal, float scale, Tensor& out, bool fp16_products) {
+  const int Tq = static_cast<int>(q_cols.tensor->dim(0)), Tk = static_cast<int>(k_cols.tensor->dim(0));
+  const Operand q(q_cols), k(k_cols), v(v_cols);
+  const int width = static_cast<int>(out.dim(1));
   const std::size_t row_bytes = static_cast<std::size_t>(Tk) * sizeof(float);
   const int rows = static_cast<int>(
       std::clamp<std::size_t>(ctx.tuning().attention_block_bytes() / row_bytes, 1, static_cast<std::size_t>(Tq)));
@@ -94,16 +107,16 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
 
   for (int h = 0; h < heads; ++h) {
     const int col0 = h * head_dim;
-    detail::launch_transpose(ctx, Tk, head_dim, v.buffer.get(), col0, width, v_t.buffer.get());
+    detail::launch_transpose(ctx, Tk, head_dim, v.buffer, v.off + col0, v.ld, v_t.buffer.get());
     for (int q0 = 0; q0 < Tq; q0 += rows) {
       const int r = std::min(rows, Tq - q0);
       detail::GemmProblem qk;  // S [r, Tk] = Q_h[q0 : q0 + r] · K_hᵀ
       qk.M = r, qk.N = Tk, qk.K = head_dim;
-      qk.a_off = q0 * width + col0, qk.lda = width;
-      qk.b_off = col0, qk.ldb = width;
+      qk.a_off = q0 * q.ld + q.off + col0, qk.lda = q.ld;
+      qk.b_off = k.off + col0, qk.ldb = k.ld;
       qk.c_off = 0, qk.ldc = Tk;
       detail::GemmOperands qk_ops;
-      qk_ops.a = q.buffer.get(), qk_ops.b = k.buffer.get(), qk_ops.c = scores.buffer.get();
+      qk_ops.a = q.buffer, qk_ops.b = k.buffer, qk_ops.c = scores.buffer.get();
       qk_ops.fp16_products = fp16_products;
       detail::run_gemm(ctx, qk, qk_ops, Act::None);
 
@@ -125,16 +138,16 @@ void attention_blocked(cl::Context& ctx, const Tensor& q, const Tensor& k, const
 
 }  // namespace
 
-Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int heads, bool causal,
+Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Columns& v, int heads, bool causal,
                  DType weights) {
   const std::string op = "attention";
-  detail::require_activation(op, "q", q, 2);
-  detail::require_activation(op, "k", k, 2);
-  detail::require_activation(op, "v", v, 2);
-  const std::int64_t width = q.dim(1);
+  detail::require_columns(op, "q", q);
+  detail::require_columns(op, "k", k);
+  detail::require_columns(op, "v", v);
+  const std::int64_t width = q.width;
   if (heads <= 0 || width % heads != 0)
     detail::fail(op, std::to_string(heads) + " heads do not divide the width of " + detail::describe("q", q));
-  if (k.dim(1) != width || v.shape != k.shape)
+  if (k.width != width || v.width != width || v.tensor->dim(0) != k.tensor->dim(0))
     detail::fail(op, "expected k and v [Tk, " + std::to_string(width) + "], got " + detail::describe("k", k) + " and " +
                          detail::describe("v", v) + " for " + detail::describe("q", q));
   const int head_dim = static_cast<int>(width / heads);
@@ -143,7 +156,7 @@ Tensor attention(cl::Context& ctx, const Tensor& q, const Tensor& k, const Tenso
                          std::to_string(kMaxHeadDim) + " (" + detail::describe("q", q) + ", " + std::to_string(heads) +
                          " heads)");
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Tensor out = empty(ctx, q.shape);
+  Tensor out = empty(ctx, {q.tensor->dim(0), width});
   const detail::TensorCores path = ctx.tuning().tensor_core_path(weights == DType::F16);
   if (head_dim > detail::kMaxFlashHeadDim || !ctx.tuning().flash_attention())
     attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out, path != detail::TensorCores::Off);

@@ -19,6 +19,21 @@ std::string describe(const char* name, const Tensor& t) {
   return std::string(name) + " " + shape_string(t.shape) + (t.dtype == DType::F32 ? " f32" : " f16");
 }
 
+std::string describe(const char* name, const Columns& c) {
+  const Tensor& t = *c.tensor;
+  if (t.rank() == 2 && c.first == 0 && c.width == t.dim(1)) return describe(name, t);
+  return std::string(name) + " columns [" + std::to_string(c.first) + ", " + std::to_string(c.first + c.width) +
+         ") of " + describe("", t).substr(1);
+}
+
+void require_columns(const std::string& op, const char* name, const Columns& c) {
+  if (!c.tensor) fail(op, std::string(name) + " names no tensor");
+  require_activation(op, name, *c.tensor, 2);
+  if (c.first < 0 || c.width <= 0 || c.first + c.width > c.tensor->dim(1))
+    fail(op, "expected " + std::string(name) + " columns inside " + describe(name, *c.tensor) + ", got [" +
+                 std::to_string(c.first) + ", " + std::to_string(c.first + c.width) + ")");
+}
+
 void require_activation(const std::string& op, const char* name, const Tensor& t, int rank) {
   if (!t.defined()) fail(op, std::string(name) + " is an empty tensor (no buffer)");
   if (t.dtype != DType::F32) fail(op, "expected fp32 activations, got " + describe(name, t));

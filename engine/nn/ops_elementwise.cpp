@@ -232,7 +232,7 @@ std::int64_t count_non_finite(cl::Context& ctx, const Tensor& x) {
   cl_kernel kernel = ctx.kernel(kProgram, "count_non_finite");
   const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
   const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
-  ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, counter, 0);
+  ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, 0, counter, 0);
   cl_int count = 0;
   ctx.read(counter, &count, sizeof count);
   return count;
@@ -254,7 +254,8 @@ int NonFiniteCounts::add(const Tensor& x) {
   cl_kernel kernel = ctx_.kernel(kProgram, "count_non_finite");
   const std::size_t local = detail::fit_local(ctx_, kernel, kLocal);
   const std::size_t global = std::min(round_up(x.numel(), local), 1024 * local);
-  ctx_.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, device_, used_);
+  ctx_.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(x.numel()), x.buffer, 0, device_,
+              used_);
   return used_++;
 }
 
@@ -291,8 +292,8 @@ std::vector<std::pair<std::string, std::int64_t>> count_non_finite_weights(cl::C
     cl_kernel kernel = e.dtype == DType::F16 ? f16 : f32;
     const std::size_t local = detail::fit_local(ctx, kernel, kLocal);
     const std::size_t global = std::min(round_up(static_cast<std::size_t>(e.numel), local), 1024 * local);
-    ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(e.numel), e.mem.get(), counters,
-               static_cast<int>(i));
+    ctx.launch(kernel, cl::Range(global), cl::Range(local), static_cast<int>(e.numel), e.mem.get(),
+               static_cast<int>(e.first), counters, static_cast<int>(i));
   }
   std::vector<cl_int> counts(chosen.size());
   ctx.read(counters, counts.data(), counts.size() * sizeof(cl_int));

@@ -17,8 +17,12 @@ namespace sdt::nn::detail {
 [[noreturn]] void fail(const std::string& op, const std::string& what);
 // "x [4, 64, 64] f32" for messages.
 std::string describe(const char* name, const Tensor& t);
+// "q columns [64, 128) of [77, 192] f32"; a whole tensor as describe(name, tensor).
+std::string describe(const char* name, const Columns& c);
 // Fails unless t is defined, fp32 and of rank `rank` (rank < 0: any rank ≥ 1).
 void require_activation(const std::string& op, const char* name, const Tensor& t, int rank = -1);
+// Fails unless c.tensor is a valid [T, n] activation and the columns lie inside it, at least one of them.
+void require_columns(const std::string& op, const char* name, const Columns& c);
 // Fails unless t is defined (fp32 or fp16 weight) and has exactly `shape`.
 void require_weight(const std::string& op, const char* name, const Tensor& t, const std::vector<std::int64_t>& shape);
 // Fails when a tensor is too large for the kernels' int indexing (2^31 elements).

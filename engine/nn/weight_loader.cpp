@@ -117,13 +117,40 @@ Tensor WeightLoader::add(const io::TensorView& view, DType storage, const std::v
   if (t.numel() != n)
     throw Error(ErrorKind::Internal, "upload of " + view.name + ": shape " + shape_string(view.shape) +
                                          " cannot be stored as " + shape_string(t.shape));
+  check_view(view);
+  t.buffer = ctx_.persistent(t.bytes());
+  if (n > 0) jobs_.push_back({view, t.buffer.get(), storage});
+  return t;
+}
+
+void WeightLoader::check_view(const io::TensorView& view) {
+  const std::int64_t n = view.numel();
   const std::size_t source_bytes = static_cast<std::size_t>(n) * io::element_size(view.dtype);
   if (view.bytes != source_bytes || (n > 0 && view.data == nullptr))
     throw Error(ErrorKind::BadModel, "weight " + view.name + ": " + std::string(io::to_string(view.dtype)) + " " +
                                          shape_string(view.shape) + " needs " + std::to_string(source_bytes) +
                                          " bytes, the file holds " + std::to_string(view.bytes));
+}
+
+Tensor WeightLoader::take_stacked(const std::vector<io::WeightSpec>& specs, DType storage) {
+  if (!weights_) throw Error(ErrorKind::Internal, "WeightLoader::take_stacked without a weight set");
+  Tensor t;
+  t.shape = stacked_shape(specs);
+  t.dtype = storage;
+  std::vector<const io::TensorView*> views;
+  for (const io::WeightSpec& spec : specs) {
+    check_cancel(spec.name);
+    views.push_back(&weights_->get(spec.name, spec.shape));
+    check_view(*views.back());
+  }
   t.buffer = ctx_.persistent(t.bytes());
-  if (n > 0) jobs_.push_back({view, t.buffer.get(), storage});
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const std::size_t n = static_cast<std::size_t>(views[i]->numel());
+    if (n > 0) jobs_.push_back({*views[i], t.buffer.get(), storage, first});
+    if (index_) index_->add_part(specs[i].name, t, static_cast<std::int64_t>(first), static_cast<std::int64_t>(n));
+    first += n;
+  }
   return t;
 }
 
@@ -218,7 +245,8 @@ void WeightLoader::finish(const WeightProgress& progress) {
         const std::size_t element = io::element_size(job.view.dtype);
         const char* kernel_name = conversion_kernel(job.view.dtype, job.storage);
         if (!kernel_name) {  // stored as it is: straight from staging into the weight's buffer
-          last = write(job.target, p.first * element, p.count * element, staging + p.slot_offset);
+          last = write(job.target, (job.target_first + p.first) * element, p.count * element,
+                       staging + p.slot_offset);
           continue;
         }
         cl::MemHandle& copy = scratch[static_cast<std::size_t>(slot)];
@@ -226,7 +254,8 @@ void WeightLoader::finish(const WeightProgress& progress) {
         last = write(copy.get(), p.slot_offset, p.count * element, staging + p.slot_offset);
         cl_kernel kernel = ctx_.kernel("convert", kernel_name);
         ctx_.launch(kernel, cl::Range(cl::round_up(p.count, 64)), cl::Range(), copy.get(),
-                    static_cast<cl_uint>(p.slot_offset / element), job.target, static_cast<cl_uint>(p.first),
+                    static_cast<cl_uint>(p.slot_offset / element), job.target,
+                    static_cast<cl_uint>(job.target_first + p.first),
                     static_cast<cl_uint>(p.count));
       }
       cl::check(clRetainEvent(last), "clRetainEvent", "a staged weight upload");

@@ -61,6 +61,8 @@ class WeightLoader : public WeightSource {
   // As take, but the tensor handed out is the transform's form (transform.shape in `storage`), made by finish() on
   // the device from the file's values read as fp32. The index records it under the weight's name.
   Tensor take_transformed(const io::WeightSpec& spec, const WeightTransform& transform, DType storage) override;
+  // The parts go straight into their rows of one buffer (no copy on the device); the index records each part.
+  Tensor take_stacked(const std::vector<io::WeightSpec>& specs, DType storage) override;
   const cl::Context* device() const override { return &ctx_; }
   // Counted in the index (WeightIndex::winograd_layers).
   void count_winograd_layer() override {
@@ -81,6 +83,7 @@ class WeightLoader : public WeightSource {
     io::TensorView view;
     cl_mem target = nullptr;  // the tensor's buffer (owned by the model being built)
     DType storage = DType::F32;
+    std::size_t target_first = 0;  // the view's first element in target (a part of a stacked weight)
   };
   struct TransformJob {
     Tensor source;            // the file's tensor as fp32, filled by the upload
@@ -92,6 +95,8 @@ class WeightLoader : public WeightSource {
     std::function<void(cl::Context&, const Tensor&, const Tensor&)> apply;
   };
   void check_cancel(const std::string& where) const;
+  // Throws sdt::Error (BadModel) unless the view's bytes match its dtype and shape.
+  static void check_view(const io::TensorView& view);
 
   cl::Context& ctx_;
   const io::WeightSet* weights_;

@@ -28,11 +28,14 @@ class WeightIndex {
  public:
   struct Entry {
     std::string name;
-    cl::MemHandle mem;  // retained: the weight's own buffer
+    cl::MemHandle mem;  // retained: the weight's buffer (shared by the parts of a stacked weight)
+    std::int64_t first = 0;  // its first element in that buffer
     std::int64_t numel = 0;
     DType dtype = DType::F32;
   };
   void add(const std::string& name, const Tensor& weight);
+  // One part of a stacked weight: `numel` elements of `stack` from element `first`.
+  void add_part(const std::string& name, const Tensor& stack, std::int64_t first, std::int64_t numel);
   const std::vector<Entry>& entries() const { return entries_; }
   // How many convolutions run as Winograd (their filters transformed at load or at each call).
   int winograd_layers() const { return winograd_layers_; }
@@ -62,6 +65,10 @@ class WeightSource {
   // The tensor `spec` names, stored as `transform` makes it from the file's values (shape transform.shape, dtype
   // `storage`). Throws sdt::Error.
   virtual Tensor take_transformed(const io::WeightSpec& spec, const WeightTransform& transform, DType storage) = 0;
+  // The tensors `specs` name (shapes equal but for the first dimension), stacked along the first dimension in one
+  // tensor of that storage: a fused projection's weight (q, k and v [n, in] as one [3n, in]) or bias. Each part
+  // is still listed, validated and indexed under its own name. Throws sdt::Error.
+  virtual Tensor take_stacked(const std::vector<io::WeightSpec>& specs, DType storage) = 0;
   // The device the tensors go to (or are planned for), when there is one: choices that depend on the device (which
   // convolutions run as Winograd) read it. Null for a source that only lists the tensors, where any choice lists
   // the same specs.
@@ -81,6 +88,7 @@ class RecordingSource : public WeightSource {
   // Lists the spec (the file's shape) and hands out the transformed form's shape; when planning, also runs the
   // transform on the stand-ins so its kernels are planned with the rest.
   Tensor take_transformed(const io::WeightSpec& spec, const WeightTransform& transform, DType storage) override;
+  Tensor take_stacked(const std::vector<io::WeightSpec>& specs, DType storage) override;
   const cl::Context* device() const override { return planning_; }
   const std::vector<io::WeightSpec>& specs() const { return specs_; }
   std::vector<io::WeightSpec> take_specs() { return std::move(specs_); }
@@ -89,6 +97,9 @@ class RecordingSource : public WeightSource {
   cl::Context* planning_;
   std::vector<io::WeightSpec> specs_;
 };
+
+// The shape of `specs` stacked along their first dimension; throws sdt::Error (Internal) when they do not stack.
+std::vector<std::int64_t> stacked_shape(const std::vector<io::WeightSpec>& specs);
 
 // How PyTorch initialises a parameter by default: what the random models draw (see io::WeightInit).
 struct Init {
@@ -112,6 +123,13 @@ class WeightScope {
   Tensor matrix(const std::string& leaf, std::vector<std::int64_t> shape, Init init) const;
   // A vector (bias, norm gain or shift) as fp32.
   Tensor vector(const std::string& leaf, std::int64_t n, Init init) const;
+  // The same leaf of several child scopes stacked along the first dimension (see WeightSource::take_stacked):
+  // stacked({"to_q", "to_k", "to_v"}, "weight", {n, in}, ...) is [3n, in]. Matrices in the storage type.
+  Tensor stacked_matrix(const std::vector<std::string>& children, const std::string& leaf,
+                        const std::vector<std::int64_t>& part_shape, Init init) const;
+  // Vectors as fp32: [children.size() · n].
+  Tensor stacked_vector(const std::vector<std::string>& children, const std::string& leaf, std::int64_t n,
+                        Init init) const;
   // A weight the file holds as `shape` (what is listed, validated and drawn for random models, as for matrix) that
   // the layer keeps transformed (WeightTransform) in the storage type, e.g. a 3×3 filter in the Winograd domain.
   Tensor transformed(const std::string& leaf, std::vector<std::int64_t> shape, Init init,

@@ -49,6 +49,59 @@ HostWeight make_weight(cl::Context& ctx, const std::vector<float>& host, std::ve
   return w;
 }
 
+const char* layout_name(AttentionLayout layout) {
+  switch (layout) {
+    case AttentionLayout::Separate:
+      return "separate";
+    case AttentionLayout::Fused:
+      return "fused";
+    case AttentionLayout::Offset:
+      return "offset";
+  }
+  return "?";
+}
+
+std::unique_ptr<AttentionOperands> place_attention_operands(cl::Context& ctx, const std::vector<float>& q,
+                                                            const std::vector<float>& k, const std::vector<float>& v,
+                                                            int Tq, int Tk, int width, AttentionLayout layout) {
+  auto out = std::make_unique<AttentionOperands>();
+  out->storage.reserve(3);  // the views point into it
+  // parts[i] at column firsts[i] of one [rows, total] tensor, NaN elsewhere.
+  const auto place = [&](std::vector<const std::vector<float>*> parts, std::vector<int> firsts, int rows,
+                         int total) -> const nn::Tensor& {
+    std::vector<float> host(static_cast<std::size_t>(rows) * total, std::nanf(""));
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      for (int r = 0; r < rows; ++r)
+        std::copy_n(parts[i]->begin() + static_cast<std::ptrdiff_t>(r) * width, width,
+                    host.begin() + static_cast<std::ptrdiff_t>(r) * total + firsts[i]);
+    out->storage.push_back(nn::upload(ctx, host, {rows, total}));
+    return out->storage.back();
+  };
+  switch (layout) {
+    case AttentionLayout::Separate:
+      out->q = place({&q}, {0}, Tq, width);
+      out->k = place({&k}, {0}, Tk, width);
+      out->v = place({&v}, {0}, Tk, width);
+      break;
+    case AttentionLayout::Fused:
+      if (Tq == Tk) {
+        const nn::Tensor& qkv = place({&q, &k, &v}, {0, width, 2 * width}, Tq, 3 * width);
+        out->q = {qkv, 0, width}, out->k = {qkv, width, width}, out->v = {qkv, 2 * width, width};
+      } else {
+        out->q = place({&q}, {0}, Tq, width);
+        const nn::Tensor& kv = place({&k, &v}, {0, width}, Tk, 2 * width);
+        out->k = {kv, 0, width}, out->v = {kv, width, width};
+      }
+      break;
+    case AttentionLayout::Offset:
+      out->q = {place({&q}, {1}, Tq, width + 4), 1, width};
+      out->k = {place({&k}, {1}, Tk, width + 4), 1, width};
+      out->v = {place({&v}, {1}, Tk, width + 4), 1, width};
+      break;
+  }
+  return out;
+}
+
 void parallel_rows(int rows, const std::function<void(int, int)>& part) {
   const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
   std::vector<std::thread> pool;

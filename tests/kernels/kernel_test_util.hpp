@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,23 @@ class TensorCorePathScope {
  private:
   TuningScope pin_;
 };
+
+// How attention's q [Tq, w], k and v [Tk, w] reach it (nn::Columns):
+//   Separate: three tensors of their own;
+//   Fused: as the models' fused projections leave them: q|k|v in one [T, 3w] when Tq == Tk (self-attention),
+//          else q alone and k|v in one [Tk, 2w] (cross-attention);
+//   Offset: each at column 1 of its own [T, w + 4] tensor (offsets and strides not multiples of 4).
+// Every column outside the views holds NaN, so a kernel reading outside them poisons its output.
+enum class AttentionLayout { Separate, Fused, Offset };
+const char* layout_name(AttentionLayout layout);
+struct AttentionOperands {
+  std::vector<nn::Tensor> storage;  // what the views read (kept alive with them)
+  nn::Columns q, k, v;
+};
+// (Returned through a pointer: the views point into `storage`.)
+std::unique_ptr<AttentionOperands> place_attention_operands(cl::Context& ctx, const std::vector<float>& q,
+                                                            const std::vector<float>& k, const std::vector<float>& v,
+                                                            int Tq, int Tk, int width, AttentionLayout layout);
 
 // Runs `part(begin, end)` for slices of [0, rows) on every core (reference loops at SD-Turbo's shapes).
 void parallel_rows(int rows, const std::function<void(int, int)>& part);

@@ -22,23 +22,24 @@ struct AttentionCase {
   float q_range = 1.0f;  // larger: sharper softmax
 };
 
-void check_attention(const AttentionCase& c, std::uint32_t seed) {
+// layout: how q, k and v reach the op (test::AttentionLayout: separate tensors, the fused projections' column
+// ranges, unaligned column ranges; NaN in every other column).
+void check_attention(const AttentionCase& c, std::uint32_t seed,
+                     test::AttentionLayout layout = test::AttentionLayout::Separate) {
   auto& ctx = test::kernel_context();
   const int width = c.heads * c.D;
   const auto q_host = test::random_floats(static_cast<std::size_t>(c.Tq) * width, seed, -c.q_range, c.q_range);
   const auto k_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 1);
   const auto v_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 2);
-  const nn::Tensor q = nn::upload(ctx, q_host, {c.Tq, width});
-  const nn::Tensor k = nn::upload(ctx, k_host, {c.Tk, width});
-  const nn::Tensor v = nn::upload(ctx, v_host, {c.Tk, width});
+  const auto in = test::place_attention_operands(ctx, q_host, k_host, v_host, c.Tq, c.Tk, width, layout);
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.Tq) * width * 4);
-  const nn::Tensor out = nn::attention(ctx, q, k, v, c.heads, c.causal);
+  const nn::Tensor out = nn::attention(ctx, in->q, in->k, in->v, c.heads, c.causal);
   EXPECT_EQ(out.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
   ASSERT_EQ(out.shape, (std::vector<std::int64_t>{c.Tq, width}));
   const auto expected = ref::attention(q_host, k_host, v_host, c.Tq, c.Tk, c.heads, c.D, c.causal);
   char label[160];
-  std::snprintf(label, sizeof label, "attention %s Tq %d Tk %d %dx%d%s", c.name, c.Tq, c.Tk, c.heads, c.D,
-                c.causal ? " causal" : "");
+  std::snprintf(label, sizeof label, "attention %s Tq %d Tk %d %dx%d%s, %s operands", c.name, c.Tq, c.Tk, c.heads,
+                c.D, c.causal ? " causal" : "", test::layout_name(layout));
   test::expect_close(ctx, out, expected, kRtol, label);
 }
 
@@ -66,6 +67,29 @@ TEST(Attention, MatchesReferenceAtOddShapes) {
   check_attention({"wide-odd-160", 33, 70, 1, 160}, 133);
   check_attention({"padded-96", 50, 30, 2, 96}, 135);
   check_attention({"single-key", 5, 1, 2, 64}, 134);
+}
+
+TEST(Attention, ReadsQKAndVAsColumnsOfFusedProjections) {
+  // The models' layouts (q|k|v of self-attention in one [T, 3·width] product, k|v of cross-attention in one
+  // [S, 2·width]) and unaligned column offsets, in the flash kernel and the wide head's blocked products.
+  using test::AttentionLayout;
+  for (AttentionLayout layout : {AttentionLayout::Fused, AttentionLayout::Offset}) {
+    check_attention({"clip", 77, 77, 16, 64, true, 4.0f}, 160, layout);
+    check_attention({"self-320", 256, 256, 5, 64}, 161, layout);
+    check_attention({"cross-640", 100, 77, 10, 64}, 162, layout);
+    check_attention({"odd-40", 37, 37, 3, 40, true}, 163, layout);
+    check_attention({"vae-mid", 64, 64, 1, 512}, 164, layout);
+  }
+  check_attention({"wide-cross-160", 33, 70, 1, 160}, 165, AttentionLayout::Fused);
+}
+
+TEST(Attention, RejectsColumnsOutsideTheirTensor) {
+  auto& ctx = test::kernel_context();
+  const nn::Tensor qkv = nn::upload(ctx, test::random_floats(10 * 192, 170), {10, 192});
+  test::expect_shape_error([&] { nn::attention(ctx, {qkv, 0, 64}, {qkv, 64, 64}, {qkv, 160, 64}, 1, false); },
+                           "attention", {"v columns inside", "[10, 192]", "[160, 224)"});
+  test::expect_shape_error([&] { nn::attention(ctx, {qkv, 0, 64}, {qkv, 64, 64}, {qkv, 128, 32}, 1, false); },
+                           "attention", {"expected k and v", "v columns [128, 160)"});
 }
 
 TEST(Attention, StaysFiniteWithLargeScores) {

@@ -43,17 +43,16 @@ class TileScope {
   test::TuningScope pin_;
 };
 
-void check(const Case& c, std::uint32_t seed) {
+// layout: see test::AttentionLayout (the fused projections' column ranges, unaligned ones).
+void check(const Case& c, std::uint32_t seed, test::AttentionLayout layout = test::AttentionLayout::Separate) {
   auto& ctx = test::kernel_context();
   const int width = c.heads * c.D;
   const auto q_host = test::random_floats(static_cast<std::size_t>(c.Tq) * width, seed, -c.q_range, c.q_range);
   const auto k_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 1);
   const auto v_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 2, -2.0f, 2.0f);
-  const nn::Tensor q = nn::upload(ctx, q_host, {c.Tq, width});
-  const nn::Tensor k = nn::upload(ctx, k_host, {c.Tk, width});
-  const nn::Tensor v = nn::upload(ctx, v_host, {c.Tk, width});
+  const auto in = test::place_attention_operands(ctx, q_host, k_host, v_host, c.Tq, c.Tk, width, layout);
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.Tq) * width * 4);
-  const nn::Tensor out = nn::attention(ctx, q, k, v, c.heads, c.causal, DType::F16);
+  const nn::Tensor out = nn::attention(ctx, in->q, in->k, in->v, c.heads, c.causal, DType::F16);
   EXPECT_EQ(out.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
   ASSERT_EQ(out.shape, (std::vector<std::int64_t>{c.Tq, width}));
 
@@ -72,8 +71,8 @@ void check(const Case& c, std::uint32_t seed) {
   double v_max = 0;
   for (float x : vh) v_max = std::max(v_max, static_cast<double>(std::abs(x)));
   char label[160];
-  std::snprintf(label, sizeof label, "fp16 attention %s Tq %d Tk %d %dx%d%s (bound %.3g of max|v| %.3g)", c.name, c.Tq,
-                c.Tk, c.heads, c.D, c.causal ? " causal" : "", kVBound, v_max);
+  std::snprintf(label, sizeof label, "fp16 attention %s Tq %d Tk %d %dx%d%s, %s operands (bound %.3g of max|v| %.3g)",
+                c.name, c.Tq, c.Tk, c.heads, c.D, c.causal ? " causal" : "", test::layout_name(layout), kVBound, v_max);
   test::expect_close(ctx, out, expected, 0.0, label, kVBound * v_max);
 }
 
@@ -111,6 +110,17 @@ TEST(TensorCoreAttention, MatchesFp16ReferenceAtOddShapesInEveryTile) {
   check({"wide-odd-160", 33, 70, 1, 160}, 717);
 }
 
+TEST(TensorCoreAttention, ReadsQKAndVAsColumnsOfFusedProjections) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  for (test::AttentionLayout layout : {test::AttentionLayout::Fused, test::AttentionLayout::Offset}) {
+    check({"clip", 77, 77, 16, 64, true, 4.0f}, 760, layout);
+    check({"unet-self-4096", 4096, 4096, 5, 64}, 761, layout);
+    check({"unet-cross-1024", 1024, 77, 10, 64}, 762, layout);
+    check({"vae-mid-1024", 1024, 1024, 1, 512}, 763, layout);
+  }
+}
+
 // ---- the same kernels with their plain-loop stand-in for the PTX, on every device
 
 TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
@@ -133,6 +143,18 @@ TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
   }
   check({"sd1-head-40", 130, 67, 2, 40}, 728);
   check({"unaligned-18", 21, 19, 3, 18, true}, 730);
+}
+
+TEST(TensorCoreAttentionTiles, EmulatedKernelsReadQKAndVAsColumnsOfFusedProjections) {
+  // Aligned (float4 loads) with the fused layouts, element by element with the offset ones; the wide head's
+  // blocked products with both.
+  PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
+  TileScope tile(kDefault);
+  for (test::AttentionLayout layout : {test::AttentionLayout::Fused, test::AttentionLayout::Offset}) {
+    check({"clip", 77, 77, 16, 64, true, 4.0f}, 770, layout);
+    check({"cross", 100, 77, 3, 64}, 771, layout);
+    check({"vae-mid", 64, 64, 1, 512}, 772, layout);
+  }
 }
 
 TEST(TensorCoreAttentionTiles, EmulatedBlockedProductsMatchFp16ReferenceForWideHeads) {

@@ -14,6 +14,8 @@
 #include "io/mapped_file.hpp"
 #include "io/tensor_view.hpp"
 #include "kernel_test_util.hpp"
+#include "io/model_files.hpp"
+#include "nn/linear.hpp"
 #include "nn/weight_loader.hpp"
 
 using namespace sdt;
@@ -224,5 +226,105 @@ TEST(WeightLoader, ACancelStopsTheUpload) {
     FAIL() << "the cancel was ignored";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.what();
+  }
+}
+
+namespace {
+
+template <typename T>
+std::vector<std::byte> bytes_of(const std::vector<T>& v) {
+  std::vector<std::byte> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+TEST(WeightLoader, StacksFusedProjectionsPartsIntoTheirRowsAndIndexesEachPart) {
+  // A fused q/k/v projection (nn::Linear::stacked): the three [3, 5] weights, each in another file dtype (so one
+  // part is converted by convert.cl at an offset, one written as it is at an offset, one widened or narrowed from
+  // bf16), stacked into one [9, 5] buffer of either storage; the biases [3] into one [9] fp32 vector. Then the
+  // weight index holds each part under its own name and range: a NaN planted in to_k's rows is found in to_k
+  // alone.
+  auto& ctx = test::kernel_context();
+  const float nan = std::nanf("");
+  const auto q = test::random_floats(15, 900), k = test::random_floats(15, 901), v = test::random_floats(15, 902);
+  std::vector<std::uint16_t> k_half(15), v_bf16(15);
+  for (int i = 0; i < 15; ++i) {
+    k_half[i] = io::float_to_half(i == 7 ? nan : k[i]);
+    v_bf16[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v[i]) >> 16);
+  }
+  const auto bq = test::random_floats(3, 903), bk = test::random_floats(3, 904), bv = test::random_floats(3, 905);
+  io::WeightSet set;
+  set.add_owned("a.to_q.weight", "test", io::DType::F32, {3, 5}, bytes_of(q));
+  set.add_owned("a.to_k.weight", "test", io::DType::F16, {3, 5}, bytes_of(k_half));
+  set.add_owned("a.to_v.weight", "test", io::DType::BF16, {3, 5}, bytes_of(v_bf16));
+  set.add_owned("a.to_q.bias", "test", io::DType::F32, {3}, bytes_of(bq));
+  set.add_owned("a.to_k.bias", "test", io::DType::F32, {3}, bytes_of(bk));
+  set.add_owned("a.to_v.bias", "test", io::DType::F32, {3}, bytes_of(bv));
+
+  for (DType storage : {DType::F16, DType::F32}) {
+    SCOPED_TRACE(test::storage_name(storage));
+    nn::WeightIndex index;
+    auto loader = std::make_shared<nn::WeightLoader>(ctx, &set, nullptr, &index);
+    const nn::WeightScope scope(loader, "a.", storage);
+    const nn::Linear fused = nn::Linear::stacked(scope, {"to_q", "to_k", "to_v"}, 5, 3);
+    loader->finish();
+    ASSERT_EQ(fused.weight().shape, (std::vector<std::int64_t>{9, 5}));
+    ASSERT_EQ(fused.out_features(), 9);
+    ASSERT_NE(fused.bias(), nullptr);
+    std::vector<float> expected;  // what each part's own upload stores
+    for (int i = 0; i < 15; ++i) expected.push_back(q[i]);
+    for (int i = 0; i < 15; ++i) expected.push_back(io::half_to_float(k_half[i]));
+    for (int i = 0; i < 15; ++i) expected.push_back(io::bf16_to_float(v_bf16[i]));
+    if (storage == DType::F16) {
+      const auto got = read_back<std::uint16_t>(ctx, fused.weight());
+      for (int i = 0; i < 45; ++i)
+        if (i == 15 + 7)
+          EXPECT_EQ(got[i] & 0x7c00u, 0x7c00u) << "the planted NaN";
+        else
+          EXPECT_EQ(got[i], io::float_to_half(expected[i])) << "element " << i;
+    } else {
+      const auto got = read_back<float>(ctx, fused.weight());
+      for (int i = 0; i < 45; ++i)
+        if (i == 15 + 7)
+          EXPECT_TRUE(std::isnan(got[i]));
+        else
+          EXPECT_EQ(got[i], expected[i]) << "element " << i;
+    }
+    const auto bias = read_back<float>(ctx, *fused.bias());
+    EXPECT_EQ(bias, (std::vector<float>{bq[0], bq[1], bq[2], bk[0], bk[1], bk[2], bv[0], bv[1], bv[2]}));
+
+    ASSERT_EQ(index.entries().size(), 6u);
+    const std::vector<std::pair<std::string, std::int64_t>> parts = {
+        {"a.to_q.weight", 0}, {"a.to_k.weight", 15}, {"a.to_v.weight", 30},
+        {"a.to_q.bias", 0},   {"a.to_k.bias", 3},    {"a.to_v.bias", 6}};
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      EXPECT_EQ(index.entries()[i].name, parts[i].first);
+      EXPECT_EQ(index.entries()[i].first, parts[i].second) << parts[i].first;
+      EXPECT_EQ(index.entries()[i].numel, i < 3 ? 15 : 3) << parts[i].first;
+    }
+    const auto found = nn::count_non_finite_weights(ctx, index, {"a."});
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0], std::make_pair(std::string("a.to_k.weight"), std::int64_t{1}));
+  }
+
+  // Listing (what validation and random models read): every part under its own name and shape.
+  auto recording = std::make_shared<nn::RecordingSource>();
+  const nn::Linear listed = nn::Linear::stacked(nn::WeightScope(recording, "a.", DType::F16), {"to_q", "to_k", "to_v"},
+                                                5, 3);
+  EXPECT_EQ(listed.weight().shape, (std::vector<std::int64_t>{9, 5}));
+  ASSERT_EQ(recording->specs().size(), 6u);
+  EXPECT_EQ(recording->specs()[1].name, "a.to_k.weight");
+  EXPECT_EQ(recording->specs()[1].shape, (std::vector<std::int64_t>{3, 5}));
+  EXPECT_EQ(recording->specs()[5].name, "a.to_v.bias");
+
+  // A part of another width does not stack: named with the one it should match.
+  try {
+    nn::stacked_shape({{"a.to_q.weight", {3, 5}}, {"a.to_k.weight", {3, 4}}});
+    ADD_FAILURE() << "parts of different widths stacked";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("a.to_k.weight [3, 4]"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("a.to_q.weight [3, 5]"), std::string::npos) << e.message();
   }
 }
