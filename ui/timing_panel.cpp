@@ -172,12 +172,11 @@ void TimingPanel::add_generation(const GeneratedImage& image) {
   if (t.vae_decode_ms > 0) stage(title(sdt::Stage::VaeDecode), t.vae_decode_ms);
   if (t.taesd_decode_ms > 0) stage(title(sdt::Stage::TaesdDecode), t.taesd_decode_ms);
   stage(title(sdt::Stage::ReadBack), t.readback_ms);
-  // What the stages above leave out: the host's own part (device time counts once, from the kernels' events).
+  // What the stages above leave out: the host's own part (device time counts once, from the stages' marks).
   if (t.device_busy_ms > 0)
     stage(tr("host"), std::max(0.0, t.total_ms - t.device_busy_ms),
-          tr("The time the device was not running this image's kernels: the host launching them and waiting between "
-             "stages, the device idle between launches, and %1 after the device's end (results read back and "
-             "checked, these timings collected)")
+          tr("The time outside the device's stages: the host launching the first kernels before the device starts, "
+             "and %1 after the device's end (results read back and checked, these timings collected)")
               .arg(format_ms(t.host_after_device_ms)));
   auto* total_item = add_row(stages_, tr("total"), format_ms(t.total_ms));
   QFont bold = total_item->font(0);

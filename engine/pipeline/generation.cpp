@@ -257,7 +257,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
   const int builds_before = ctx.programs().stats().source_builds;
   ctx.reset_peak();
   (void)ctx.take_flops();
-  ctx.set_recording(true);
+  // Per-launch events only for a profile: the stage marks time the stages otherwise (cl::Context::set_stage).
+  ctx.set_recording(true, options_.profile_kernels);
   Result result;
   result.seed = request.seed;
   bool non_finite = false;

@@ -37,31 +37,42 @@ void StageFences::mark(const std::string& ended) {
 
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& t,
                        std::vector<KernelProfileEntry>* profile) {
+  const auto add_to_stage = [&t](const std::string& label, double ms) {
+    const std::optional<StageStep> s = parse_stage_label(label);
+    if (!s) return;
+    switch (s->stage) {
+      case Stage::TextEncoder: t.text_encoder_ms += ms; break;
+      case Stage::VaeEncode: t.vae_encode_ms += ms; break;
+      case Stage::VaeDecode: t.vae_decode_ms += ms; break;
+      case Stage::TaesdDecode: t.taesd_decode_ms += ms; break;
+      case Stage::Unet:
+        if (s->step >= 1) {
+          const auto step = static_cast<std::size_t>(s->step);
+          if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
+          t.unet_step_ms[step - 1] += ms;
+        }
+        break;
+      case Stage::Tokenize:
+      case Stage::ReadBack:
+      case Stage::Checks: break;
+    }
+  };
   std::map<std::tuple<std::string, std::string, std::string>, KernelProfileEntry> per_kernel;
   double first = 0, last = 0;
+  bool timed_launches = false;
+  std::vector<const cl::KernelTiming*> marks;
   for (const auto& k : recorded) {
+    if (k.mark) {
+      if (k.timed) marks.push_back(&k);
+      continue;
+    }
     t.stage_launches[k.stage] += 1;
-    if (t.device_busy_ms == 0 || k.start_ms < first) first = k.start_ms;
+    if (!k.timed) continue;
+    if (!timed_launches || k.start_ms < first) first = k.start_ms;
+    timed_launches = true;
     last = std::max(last, k.start_ms + k.duration_ms);
     t.device_busy_ms += k.duration_ms;
-    if (const std::optional<StageStep> s = parse_stage_label(k.stage)) {
-      switch (s->stage) {
-        case Stage::TextEncoder: t.text_encoder_ms += k.duration_ms; break;
-        case Stage::VaeEncode: t.vae_encode_ms += k.duration_ms; break;
-        case Stage::VaeDecode: t.vae_decode_ms += k.duration_ms; break;
-        case Stage::TaesdDecode: t.taesd_decode_ms += k.duration_ms; break;
-        case Stage::Unet:
-          if (s->step >= 1) {
-            const auto step = static_cast<std::size_t>(s->step);
-            if (t.unet_step_ms.size() < step) t.unet_step_ms.resize(step, 0.0);
-            t.unet_step_ms[step - 1] += k.duration_ms;
-          }
-          break;
-        case Stage::Tokenize:
-        case Stage::ReadBack:
-        case Stage::Checks: break;
-      }
-    }
+    add_to_stage(k.stage, k.duration_ms);
     if (profile) {
       std::string shape = launch_shape(k.global, k.local);
       auto& entry = per_kernel[{k.stage, k.kernel, shape}];
@@ -72,7 +83,17 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
       entry.total_ms += k.duration_ms;
     }
   }
-  t.device_span_ms = recorded.empty() ? 0.0 : last - first;
+  if (timed_launches) {
+    t.device_span_ms = last - first;
+  } else if (marks.size() >= 2) {
+    // Launches without events: each stage lasts from its mark to the next one (its kernels and the device's idle
+    // stretches between them); the last mark (the checks) only ends the stage before it. Busy and span are then the
+    // same figure, the device's time from the first stage's start to the last one's end.
+    for (std::size_t i = 0; i + 1 < marks.size(); ++i)
+      add_to_stage(marks[i]->stage, std::max(0.0, marks[i + 1]->start_ms - marks[i]->start_ms));
+    t.device_span_ms = std::max(0.0, marks.back()->start_ms - marks.front()->start_ms);
+    t.device_busy_ms = t.device_span_ms;
+  }
   if (profile)
     for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
 }
@@ -80,7 +101,8 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
 std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>& recorded, std::size_t count) {
   std::vector<const cl::KernelTiming*> order;
   order.reserve(recorded.size());
-  for (const auto& k : recorded) order.push_back(&k);
+  for (const auto& k : recorded)
+    if (k.timed && !k.mark) order.push_back(&k);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->start_ms < b->start_ms; });
   std::vector<DeviceIdleGap> gaps;
   if (order.empty()) return gaps;

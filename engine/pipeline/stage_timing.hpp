@@ -32,7 +32,8 @@ class StageFences {
 };
 
 // Adds the recorded kernel timings to `timings` (text encoder, vae encode, unet step N, vae decode, taesd
-// decode); with `profile`, also the per-kernel breakdown.
+// decode); with `profile`, also the per-kernel breakdown. Launches recorded without their events are counted; then
+// the stage marks time the stages (cl::Context::set_stage), device busy and span being the marks' span.
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& timings,
                        std::vector<KernelProfileEntry>* profile);
 

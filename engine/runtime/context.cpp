@@ -412,10 +412,11 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   if (planning_) return;
   const cl_uint dims = global.dims ? global.dims : 1;
   cl_event event = nullptr;
+  const bool with_event = recording_ && launch_events_;
   const cl_int status =
       clEnqueueNDRangeKernel(queue_.get(), kernel, dims, nullptr, global.size.data(),
-                             local.dims ? local.size.data() : nullptr, 0, nullptr, recording_ ? &event : nullptr);
-  if (event) {
+                             local.dims ? local.size.data() : nullptr, 0, nullptr, with_event ? &event : nullptr);
+  if (event || (recording_ && !with_event && status == CL_SUCCESS)) {
     auto it = kernel_names_.find(kernel);
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event), 0, 0,
                          false, global, local});
@@ -432,9 +433,22 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   }
 }
 
+void Context::set_stage(std::string stage) {
+  if (recording_ && !launch_events_ && !planning_ && stage != stage_) {
+    // The marker completes once everything before it has: its time is the end of the stage before and the start of
+    // this one (the queue is in order).
+    cl_event event = nullptr;
+    check(clEnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &event), "clEnqueueMarkerWithWaitList",
+          "the mark of stage '" + stage + "'");
+    recorded_.push_back({stage, std::string(), EventHandle(event), 0, 0, false, {}, {}, true});
+  }
+  stage_ = std::move(stage);
+}
+
 void Context::harvest_timings() {
   for (; harvested_ < finished_; ++harvested_) {
     Recorded& r = recorded_[harvested_];
+    if (!r.event) continue;  // a launch counted without its event
     r.timed =
         clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_START, sizeof r.start, &r.start, nullptr) ==
             CL_SUCCESS &&
@@ -449,14 +463,19 @@ std::vector<KernelTiming> Context::collect_timings() {
   harvest_timings();
   std::vector<KernelTiming> out;
   out.reserve(recorded_.size());
+  // A mark's time is its end: when everything enqueued before it had run.
+  const auto at = [](const Recorded& r) { return r.mark ? r.end : r.start; };
   cl_ulong origin = 0;
   for (const auto& r : recorded_)
-    if (r.timed && (origin == 0 || r.start < origin)) origin = r.start;
+    if (r.timed && (origin == 0 || at(r) < origin)) origin = at(r);
   // Differences in integer nanoseconds first: a device clock's count since boot exceeds a double's exact range.
-  for (auto& r : recorded_)
+  for (auto& r : recorded_) {
     if (r.timed)
-      out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(r.start - origin) * 1e-6,
-                     static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local});
+      out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(at(r) - origin) * 1e-6,
+                     r.mark ? 0.0 : static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local, true, r.mark});
+    else if (!r.event && !r.mark)  // counted, not timed
+      out.push_back({std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false});
+  }
   forget_recorded();
   return out;
 }

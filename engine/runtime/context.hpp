@@ -88,13 +88,15 @@ constexpr std::size_t round_up(std::size_t n, std::size_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
 
-// One profiled kernel execution.
+// One recorded kernel execution, or a stage mark (Context::set_stage without launch events).
 struct KernelTiming {
-  std::string stage;    // the stage label active when it was enqueued
-  std::string kernel;   // kernel function name
-  double start_ms = 0;  // relative to the first event collected
+  std::string stage;    // the stage label active when it was enqueued (a mark: the stage it begins)
+  std::string kernel;   // kernel function name (empty for a mark)
+  double start_ms = 0;  // relative to the first event collected; a mark: when the device reached it
   double duration_ms = 0;
   Range global, local;  // the launch's work sizes (local.dims 0: the driver chose)
+  bool timed = true;    // false: a launch recorded without its event (counted, not timed)
+  bool mark = false;
 };
 
 struct ContextOptions {
@@ -200,10 +202,17 @@ class Context {
   bool planning() const { return planning_; }
 
   // ---- profiling ----
-  // Launches are labelled with the current stage; with recording on, each launch keeps its event.
-  void set_stage(std::string stage) { stage_ = std::move(stage); }
+  // Launches are labelled with the current stage. With recording on, each launch is recorded; with launch_events
+  // (the default) each keeps its profiling event: every kernel's device time, for profiles, tests and the weight
+  // upload's statistics. Without them, launches are only counted and each change of stage enqueues one marker whose
+  // event times the boundary: a generation's stage times without the per-launch cost — NVIDIA's driver took
+  // 3.4–4.6 ms more an image at 512² when every launch returned an event (docs/PERFORMANCE.md, 2026-12-04).
+  void set_stage(std::string stage);
   const std::string& stage() const { return stage_; }
-  void set_recording(bool on) { recording_ = on; }
+  void set_recording(bool on, bool launch_events = true) {
+    recording_ = on;
+    launch_events_ = launch_events;
+  }
   bool recording() const { return recording_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
   std::vector<KernelTiming> collect_timings();
@@ -258,14 +267,16 @@ class Context {
 
   std::string stage_;
   bool recording_ = false;
+  bool launch_events_ = true;
   int unflushed_ = 0;  // launches enqueued since the last flush
   struct Recorded {
     std::string stage;
     std::string kernel;
-    EventHandle event;  // released once its times are read (harvest_timings)
+    EventHandle event;  // released once its times are read (harvest_timings); null: a launch without its event
     cl_ulong start = 0, end = 0;
     bool timed = false;  // start and end read
     Range global, local;
+    bool mark = false;  // a stage mark (set_stage without launch events)
   };
   std::vector<Recorded> recorded_;
   std::size_t finished_ = 0;   // recorded_[0, finished_) have run

@@ -449,5 +449,78 @@ TEST(StageTimings, LongestIdleGapsNameTheLaunchesAroundThem) {
   EXPECT_TRUE(pipeline::longest_idle_gaps({}, 5).empty());
 }
 
+// Without per-launch events (a generation that is not profiled), launches are counted and the stage marks time the
+// stages: each from its mark to the next, busy and span from the first mark to the last; a label of no stage (the
+// preview) takes its interval away from the stage before.
+TEST(StageTimings, StageMarksTimeTheStagesWhenLaunchesHaveNoEvents) {
+  auto mark = [](const char* stage, double at) {
+    cl::KernelTiming k;
+    k.stage = stage;
+    k.start_ms = at;
+    k.mark = true;
+    return k;
+  };
+  auto untimed = [](const char* stage) {
+    cl::KernelTiming k;
+    k.stage = stage;
+    k.kernel = "gemm";
+    k.timed = false;
+    return k;
+  };
+  const std::vector<cl::KernelTiming> recorded = {
+      mark("text encoder", 0.5),  untimed("text encoder"), untimed("text encoder"), mark("unet step 1", 2.5),
+      untimed("unet step 1"),     mark("preview after unet step 1", 6.0), untimed("preview after unet step 1"),
+      mark("unet step 2", 6.5),   untimed("unet step 2"),  mark("vae decode", 9.0), untimed("vae decode"),
+      mark("checks", 10.25),      untimed("checks")};
+  StageTimings t;
+  std::vector<KernelProfileEntry> profile;
+  pipeline::add_stage_timings(recorded, t, &profile);
+  EXPECT_DOUBLE_EQ(t.text_encoder_ms, 2.0);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.unet_step_ms[0], 3.5);
+  EXPECT_DOUBLE_EQ(t.unet_step_ms[1], 2.5);
+  EXPECT_DOUBLE_EQ(t.vae_decode_ms, 1.25);
+  EXPECT_DOUBLE_EQ(t.device_span_ms, 9.75);
+  EXPECT_DOUBLE_EQ(t.device_busy_ms, 9.75);
+  EXPECT_EQ(t.stage_launches, (std::map<std::string, int>{{"text encoder", 2},
+                                                          {"unet step 1", 1},
+                                                          {"preview after unet step 1", 1},
+                                                          {"unet step 2", 1},
+                                                          {"vae decode", 1},
+                                                          {"checks", 1}}));
+  EXPECT_TRUE(profile.empty()) << "no kernel has a time of its own";
+  EXPECT_TRUE(pipeline::longest_idle_gaps(recorded, 5).empty());
+}
+
+// A generation that is not profiled records no event per launch (each costs NVIDIA's driver host time) and still
+// times every stage and counts every launch: the same counts as a profiled generation of the same request.
+TEST(Engine, WithoutAProfileStagesAreTimedByTheirMarksAndEveryLaunchCounted) {
+  auto run = [](bool profile) {
+    EngineOptions o;
+    o.model = "random:tiny";
+    o.cache_dir = engine_kernel_cache();
+    o.profile_kernels = profile;
+    if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
+    Engine engine(o);
+    return engine.generate(small_request(Decoder::Both, 2));
+  };
+  const Result marked = run(false), profiled = run(true);
+  const StageTimings& t = marked.timings;
+  EXPECT_TRUE(marked.kernel_profile.empty());
+  EXPECT_GT(t.text_encoder_ms, 0);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);
+  EXPECT_GT(t.unet_step_ms[0], 0);
+  EXPECT_GT(t.unet_step_ms[1], 0);
+  EXPECT_GT(t.vae_decode_ms, 0);
+  EXPECT_GT(t.taesd_decode_ms, 0);
+  const double stages = t.text_encoder_ms + t.unet_step_ms[0] + t.unet_step_ms[1] + t.vae_decode_ms + t.taesd_decode_ms;
+  EXPECT_NEAR(stages, t.device_span_ms, 1e-6) << "the stages tile the span between the first mark and the last";
+  EXPECT_EQ(t.device_busy_ms, t.device_span_ms);
+  EXPECT_LT(t.device_span_ms, t.total_ms);
+  EXPECT_EQ(t.stage_launches, profiled.timings.stage_launches);
+  EXPECT_GT(t.stage_launches.at("unet step 1"), 10);
+  EXPECT_FALSE(profiled.kernel_profile.empty());
+}
+
 }  // namespace
 }  // namespace sdt::test

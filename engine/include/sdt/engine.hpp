@@ -137,7 +137,8 @@ struct Request {
   int vae_tile = 0;  // latents per tile side, a multiple of 4 from 8; 0: half the image's longer side, 8 to 64
 };
 
-// Milliseconds. Device stages come from OpenCL profiling events; host stages from a steady clock.
+// Milliseconds. Device stages come from OpenCL profiling events (a marker at each stage boundary; every kernel's
+// own event with EngineOptions::profile_kernels); host stages from a steady clock.
 struct StageTimings {
   double tokenize_ms = 0;
   double text_encoder_ms = 0;
@@ -148,7 +149,9 @@ struct StageTimings {
   double taesd_decode_ms = 0;
   double readback_ms = 0;  // device time of the copies to the host (images, latents, the NaN checks' counts)
   // Device time of every kernel of this call summed, and from the first kernel's start to the last one's end:
-  // total_ms minus device_busy_ms is the host's share (launches, waits, anything the device waited for).
+  // total_ms minus device_busy_ms is the host's share (launches, waits, anything the device waited for). Without
+  // profile_kernels no launch has its own event (each costs the host time on some drivers): both are then the time
+  // from the first stage's mark to the last one's, the device's idle stretches between launches included.
   double device_busy_ms = 0;
   double device_span_ms = 0;
   double kernel_build_ms = 0;  // programs built (or loaded from the cache) during this call: the first one pays
