@@ -76,17 +76,28 @@ __kernel void concat(const int na, const int nb, __global const float* restrict 
 }
 
 // x: [A, B] -> y: [B, A] through a local tile, so both the reads and the writes are coalesced. x is read at
-// x[x_off + a * ldx + b] (a head's columns inside [T, heads*D]; plain: 0 and B).
+// x[x_off + a * ldx + b] (a head's columns inside [T, heads*D]; plain: 0 and B). Two optional fusions (null: none),
+// which spare a transformer's token layout a pass each way:
+//   affine [A, 2]: each x[a, b] first becomes x*affine[2a] + affine[2a + 1] (a group norm's scale and shift per
+//                  channel, on the way from [C, H*W] to tokens);
+//   residual [B, A]: added to y (the block's input, on the way back to [C, H*W]).
 // global (round_up(B, TILE), round_up(A, TILE)), local (TILE, TILE).
 __kernel __attribute__((reqd_work_group_size(TRANSPOSE_TILE, TRANSPOSE_TILE, 1))) void transpose(
     const int A, const int B, __global const float* restrict x, const int x_off, const int ldx,
-    __global float* restrict y) {
+    __global float* restrict y, __global const float* restrict affine, __global const float* restrict residual) {
   __local float tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
   const int lx = get_local_id(0), ly = get_local_id(1);
   const int b0 = get_group_id(0) * TRANSPOSE_TILE, a0 = get_group_id(1) * TRANSPOSE_TILE;
-  if (a0 + ly < A && b0 + lx < B) tile[ly][lx] = x[x_off + (a0 + ly) * ldx + b0 + lx];
+  if (a0 + ly < A && b0 + lx < B) {
+    float v = x[x_off + (a0 + ly) * ldx + b0 + lx];
+    if (affine) v = fma(v, affine[2 * (a0 + ly)], affine[2 * (a0 + ly) + 1]);
+    tile[ly][lx] = v;
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (b0 + ly < B && a0 + lx < A) y[(b0 + ly) * A + a0 + lx] = tile[lx][ly];
+  if (b0 + ly < B && a0 + lx < A) {
+    const int i = (b0 + ly) * A + a0 + lx;
+    y[i] = residual ? tile[lx][ly] + residual[i] : tile[lx][ly];
+  }
 }
 
 // Adds every work-item's `mine` to *count with one global atomic per work-group. Called by all work-items.

@@ -40,13 +40,13 @@ Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* co
 
 Tensor Attention::spatial(cl::Context& ctx, const Tensor& x) const {
   // x: [C, H, W]
-  const std::int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
+  const std::int64_t H = x.dim(1), W = x.dim(2);
   if (!group_norm_) throw Error(ErrorKind::Internal, "Attention::spatial needs the group_norm of the VAE attention");
-  Tensor normed = (*group_norm_)(ctx, x);                                  // [C, H, W]
-  Tensor tokens = transpose(ctx, std::move(normed).reshaped({C, H * W}));  // [H·W, C]
-  Tensor out = (*this)(ctx, tokens);                                       // [H·W, C]
-  Tensor channels_first = transpose(ctx, out);                             // [C, H·W]
-  return add(ctx, std::move(channels_first).reshaped({C, H, W}), x);       // + residual
+  // The group norm applied on the way to tokens, the residual on the way back (nn::transpose's fusions).
+  const Tensor affine = group_norm_->affine(ctx, x);  // [C, 2]
+  Tensor tokens = to_tokens(ctx, x, &affine);          // [H·W, C], normalised
+  Tensor out = (*this)(ctx, tokens);                   // [H·W, C]
+  return from_tokens(ctx, out, H, W, &x);              // [C, H, W] + residual
 }
 
 }  // namespace sdt::nn

@@ -149,7 +149,13 @@ Tensor tanh_clamp(cl::Context& ctx, const Tensor& x, float magnitude);
 // Layout.
 Tensor upsample_nearest2x(cl::Context& ctx, const Tensor& x);                // [C, H, W] → [C, 2H, 2W]
 Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b);  // [C1, H, W], [C2, H, W] → [C1+C2, H, W]
-Tensor transpose(cl::Context& ctx, const Tensor& x);                         // [A, B] → [B, A]
+Tensor transpose(cl::Context& ctx, const Tensor& x);  // [A, B] → [B, A]
+// A map as tokens, each channel first mapped by affine (x·affine[c, 0] + affine[c, 1]: group_norm_affine's scale
+// and shift, so a group norm costs no pass of its own).   x: [C, H, W], affine: [C, 2] or null → [H·W, C]
+Tensor to_tokens(cl::Context& ctx, const Tensor& x, const Tensor* affine = nullptr);
+// Tokens back to a map, plus residual when given.   tokens: [H·W, C], residual: [C, H, W] or null → [C, H, W]
+Tensor from_tokens(cl::Context& ctx, const Tensor& tokens, std::int64_t H, std::int64_t W,
+                   const Tensor* residual = nullptr);
 
 // Embeddings.
 // Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]

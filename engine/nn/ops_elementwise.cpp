@@ -138,7 +138,8 @@ Tensor concat_channels(cl::Context& ctx, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y) {
+void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y, cl_mem affine,
+                              cl_mem residual) {
   std::size_t tile = kTransposeTile;
   cl_kernel kernel = ctx.info().max_work_group_size >= tile * tile ? ctx.kernel(kProgram, "transpose") : nullptr;
   if (!kernel || ctx.work_group_limit(kernel) < tile * tile) {
@@ -148,7 +149,7 @@ void detail::launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_of
   ctx.launch(
       kernel,
       cl::Range(cl::round_up(static_cast<std::size_t>(B), tile), cl::round_up(static_cast<std::size_t>(A), tile)),
-      cl::Range(tile, tile), A, B, x, x_off, ldx, y);
+      cl::Range(tile, tile), A, B, x, x_off, ldx, y, affine, residual);
 }
 
 Tensor transpose(cl::Context& ctx, const Tensor& x) {
@@ -157,6 +158,39 @@ Tensor transpose(cl::Context& ctx, const Tensor& x) {
   Tensor out = empty(ctx, {B, A});
   detail::launch_transpose(ctx, static_cast<int>(A), static_cast<int>(B), x.buffer.get(), 0, static_cast<int>(B),
                            out.buffer.get());
+  return out;
+}
+
+Tensor to_tokens(cl::Context& ctx, const Tensor& x, const Tensor* affine) {
+  const std::string op = "to_tokens";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
+  if (affine) {
+    detail::require_activation(op, "affine", *affine, 2);
+    if (affine->dim(0) != C || affine->dim(1) != 2)
+      fail(op, "expected affine [" + std::to_string(C) + ", 2] for " + describe("x", x) + ", got " +
+                   describe("affine", *affine));
+  }
+  Tensor out = empty(ctx, {S, C});
+  detail::launch_transpose(ctx, static_cast<int>(C), static_cast<int>(S), x.buffer.get(), 0, static_cast<int>(S),
+                           out.buffer.get(), affine ? affine->buffer.get() : nullptr);
+  return out;
+}
+
+Tensor from_tokens(cl::Context& ctx, const Tensor& tokens, std::int64_t H, std::int64_t W, const Tensor* residual) {
+  const std::string op = "from_tokens";
+  detail::require_activation(op, "tokens", tokens, 2);
+  const std::int64_t S = tokens.dim(0), C = tokens.dim(1);
+  if (H <= 0 || W <= 0 || H * W != S)
+    fail(op, describe("tokens", tokens) + " are not a " + std::to_string(H) + "x" + std::to_string(W) + " map");
+  if (residual) {
+    detail::require_activation(op, "residual", *residual, 3);
+    if (residual->shape != std::vector<std::int64_t>{C, H, W})
+      fail(op, "expected residual " + shape_string({C, H, W}) + ", got " + describe("residual", *residual));
+  }
+  Tensor out = empty(ctx, {C, H, W});
+  detail::launch_transpose(ctx, static_cast<int>(S), static_cast<int>(C), tokens.buffer.get(), 0, static_cast<int>(C),
+                           out.buffer.get(), nullptr, residual ? residual->buffer.get() : nullptr);
   return out;
 }
 

@@ -97,6 +97,7 @@ using cl::AttentionTcConfig;
 using cl::kMaxFlashHeadDim;
 
 // y [B, A] = transpose of the [A, B] matrix at x[x_off + a·ldx + b].
-void launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y);
+void launch_transpose(cl::Context& ctx, int A, int B, cl_mem x, int x_off, int ldx, cl_mem y, cl_mem affine = nullptr,
+                      cl_mem residual = nullptr);
 
 }  // namespace sdt::nn::detail

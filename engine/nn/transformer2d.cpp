@@ -37,21 +37,22 @@ Transformer2DModel::Transformer2DModel(const WeightScope& scope, const Transform
 
 Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const Tensor& context) const {
   // x: [C, H, W], context: [S, context_dim]
-  const std::int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
+  const std::int64_t H = x.dim(1), W = x.dim(2);
   const std::int64_t inner = shape_.heads * shape_.dim_head;
-  Tensor h = norm_(ctx, x);  // [C, H, W]
+  Tensor h;
   if (shape_.use_linear_projection) {
-    Tensor tokens = transpose(ctx, std::move(h).reshaped({C, H * W}));  // [H·W, C]
-    h = proj_in_linear_(ctx, tokens);                                   // [H·W, inner]
+    // The group norm applied on the way to tokens, the residual on the way back: one pass each way.
+    const Tensor affine = norm_.affine(ctx, x);     // [C, 2]
+    Tensor tokens = to_tokens(ctx, x, &affine);     // [H·W, C], normalised
+    h = proj_in_linear_(ctx, tokens);               // [H·W, inner]
   } else {
-    Tensor projected = proj_in_conv_(ctx, h);                           // [inner, H, W]
+    Tensor projected = proj_in_conv_(ctx, norm_(ctx, x));               // [inner, H, W]
     h = transpose(ctx, std::move(projected).reshaped({inner, H * W}));  // [H·W, inner]
   }
   for (const auto& block : transformer_blocks_) h = block(ctx, h, context);  // [H·W, inner]
   if (shape_.use_linear_projection) {
-    Tensor projected = proj_out_linear_(ctx, h);                        // [H·W, C]
-    Tensor channels_first = transpose(ctx, projected);                  // [C, H·W]
-    return add(ctx, std::move(channels_first).reshaped({C, H, W}), x);  // + residual
+    Tensor projected = proj_out_linear_(ctx, h);     // [H·W, C]
+    return from_tokens(ctx, projected, H, W, &x);    // [C, H, W] + residual
   }
   Tensor channels_first = transpose(ctx, h);                                          // [inner, H·W]
   return proj_out_conv_(ctx, std::move(channels_first).reshaped({inner, H, W}), &x);  // [C, H, W] + residual

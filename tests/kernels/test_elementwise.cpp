@@ -150,6 +150,50 @@ TEST(Layout, Transposes) {
   }
 }
 
+TEST(Layout, ToTokensAppliesThePerChannelAffineAndFromTokensAddsTheResidual) {
+  // A transformer's way into tokens (a group norm's scale and shift per channel on the way) and back (its input
+  // added): SD-Turbo's 320 channels at 64x64 and odd shapes, poisoned outputs, against plain loops (fma as the
+  // kernel: exact).
+  auto& ctx = test::kernel_context();
+  for (auto [C, H, W] : {std::tuple{320, 64, 64}, std::tuple{37, 5, 7}, std::tuple{1, 3, 1}, std::tuple{70, 1, 33}}) {
+    SCOPED_TRACE(std::to_string(C) + "x" + std::to_string(H) + "x" + std::to_string(W));
+    const std::size_t S = static_cast<std::size_t>(H) * W, n = static_cast<std::size_t>(C) * S;
+    const auto x_host = test::random_floats(n, 370), affine_host = test::random_floats(2 * C, 371, -2.0f, 2.0f);
+    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W}), affine = nn::upload(ctx, affine_host, {C, 2});
+    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+    const nn::Tensor tokens = nn::to_tokens(ctx, x, &affine);
+    EXPECT_EQ(tokens.buffer.get(), poisoned);
+    ASSERT_EQ(tokens.shape, (std::vector<std::int64_t>{static_cast<std::int64_t>(S), C}));
+    std::vector<float> expected(n);
+    for (std::size_t c = 0; c < static_cast<std::size_t>(C); ++c)
+      for (std::size_t s = 0; s < S; ++s)
+        expected[s * C + c] = std::fma(x_host[c * S + s], affine_host[2 * c], affine_host[2 * c + 1]);
+    EXPECT_EQ(nn::download(ctx, tokens), expected);
+
+    const auto residual_host = test::random_floats(n, 372);
+    const nn::Tensor residual = nn::upload(ctx, residual_host, {C, H, W});
+    const cl_mem poisoned_back = test::poison_next_output(ctx, x.bytes());
+    const nn::Tensor back = nn::from_tokens(ctx, tokens, H, W, &residual);
+    EXPECT_EQ(back.buffer.get(), poisoned_back);
+    ASSERT_EQ(back.shape, (std::vector<std::int64_t>{C, H, W}));
+    std::vector<float> expected_back(n);
+    for (std::size_t c = 0; c < static_cast<std::size_t>(C); ++c)
+      for (std::size_t s = 0; s < S; ++s) expected_back[c * S + s] = expected[s * C + c] + residual_host[c * S + s];
+    EXPECT_EQ(nn::download(ctx, back), expected_back);
+    // Without the fusions: the plain layout change.
+    const auto plain = nn::download(ctx, nn::from_tokens(ctx, nn::to_tokens(ctx, x), H, W));
+    EXPECT_EQ(plain, x_host);
+  }
+  const nn::Tensor x = nn::upload(ctx, test::random_floats(24, 373), {2, 3, 4});
+  const nn::Tensor wrong = nn::upload(ctx, test::random_floats(6, 374), {3, 2});
+  test::expect_shape_error([&] { nn::to_tokens(ctx, x, &wrong); }, "to_tokens", {"affine [2, 2]", "[3, 2]"});
+  const nn::Tensor tokens = nn::to_tokens(ctx, x);
+  test::expect_shape_error([&] { nn::from_tokens(ctx, tokens, 4, 4); }, "from_tokens", {"4x4 map", "[12, 2]"});
+  const nn::Tensor other_map = nn::upload(ctx, test::random_floats(24, 375), {4, 3, 2});
+  test::expect_shape_error([&] { nn::from_tokens(ctx, tokens, 3, 4, &other_map); }, "from_tokens",
+                           {"expected residual [2, 3, 4]", "[4, 3, 2]"});
+}
+
 TEST(Embedding, AddsTokenAndPositionEmbeddingsInEitherStorage) {
   auto& ctx = test::kernel_context();
   const int V = 1000, C = 1024, P = 77;  // the real width and context; a smaller vocabulary
