@@ -206,7 +206,7 @@ class Context {
   // (the default) each keeps its profiling event: every kernel's device time, for profiles, tests and the weight
   // upload's statistics. Without them, launches are only counted and each change of stage enqueues one marker whose
   // event times the boundary: a generation's stage times without the per-launch cost — NVIDIA's driver took
-  // 3.4–4.6 ms more an image at 512² when every launch returned an event (docs/PERFORMANCE.md, 2026-12-04).
+  // 2.6–4.6 ms more an image at 512² when every launch returned an event (docs/PERFORMANCE.md, 2026-12-04).
   void set_stage(std::string stage);
   const std::string& stage() const { return stage_; }
   void set_recording(bool on, bool launch_events = true) {
