@@ -371,6 +371,10 @@ int main(int argc, char** argv) {
                       {"winograd_option", o.winograd},        {"winograd_layers", paths.winograd_layers},
                       {"tuning_row", paths.tuning_row},       {"gemm_tiles", paths.gemm_tiles},
                       {"gemm_tiles_tuned", paths.tiles_tuned}};
+    // What the device figures are: with --profile every kernel's own event (device_busy sums them); without, one
+    // marker per stage boundary (no event per launch, as a generation runs for a person), so device_busy is the
+    // marks' span and host_gap the host clock outside it.
+    report["stage_timing"] = o.profile ? "kernel events" : "stage marks";
     report["layout"] = engine->model().layout;
     report["file_dtypes"] = engine->model().file_dtypes;
 
@@ -381,6 +385,9 @@ int main(int argc, char** argv) {
                 paths.tensor_cores ? "tensor cores (gemm_tc.cl)" : "portable kernels (gemm.cl)", paths.winograd_layers,
                 o.winograd.c_str(), paths.gemm_tiles.c_str(), paths.tiles_tuned ? ", tuned here" : "",
                 paths.tuning_row.c_str());
+    std::printf("device times: %s\n", o.profile ? "every kernel's profiling event (device_busy: their sum)"
+                                                 : "a marker at each stage boundary (device_busy: the marks' span; "
+                                                   "--profile times every kernel)");
     std::printf("%-10s %-16s %10s %10s %10s %10s %9s %9s\n", "decoder", "stage", "median ms", "min", "max", "GFLOP",
                 "TFLOP/s", "launches");
     for (const auto& decoder : o.decoders) {
