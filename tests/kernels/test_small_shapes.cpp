@@ -102,18 +102,19 @@ ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool
 // blocked products on gemm_tc.cl for wide heads) when the path is pinned to their stand-in. q, k and v are rounded to
 // fp16 for the reference as for the kernel; the probabilities' own rounding to fp16 moves the output by at most 2^-11
 // of max|v| (test_attention_tc.cpp): bound 1e-3 of max|v|.
+// layout: how q, k and v reach the op (test::AttentionLayout); with Fused, v is the last columns of its tensor, so a
+// read past its columns on the last row leaves the buffer (what Oclgrind reports).
 void check_attention(const char* name, int Tq, int Tk, int heads, int D, bool causal, std::uint32_t seed,
-                     bool fp16_products = false) {
+                     bool fp16_products = false, test::AttentionLayout layout = test::AttentionLayout::Separate) {
   auto& ctx = test::kernel_context();
   const int width = heads * D;
   const auto q_host = test::random_floats(static_cast<std::size_t>(Tq) * width, seed, -2.0f, 2.0f);
   const auto k_host = test::random_floats(static_cast<std::size_t>(Tk) * width, seed + 1);
   const auto v_host = test::random_floats(static_cast<std::size_t>(Tk) * width, seed + 2);
-  const nn::Tensor q = nn::upload(ctx, q_host, {Tq, width});
-  const nn::Tensor k = nn::upload(ctx, k_host, {Tk, width});
-  const nn::Tensor v = nn::upload(ctx, v_host, {Tk, width});
+  const auto in = test::place_attention_operands(ctx, q_host, k_host, v_host, Tq, Tk, width, layout);
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(Tq) * width * 4);
-  const nn::Tensor out = nn::attention(ctx, q, k, v, heads, causal, fp16_products ? DType::F16 : DType::F32);
+  const nn::Tensor out =
+      nn::attention(ctx, in->q, in->k, in->v, heads, causal, fp16_products ? DType::F16 : DType::F32);
   EXPECT_EQ(out.buffer.get(), poisoned);
   if (!fp16_products) {
     test::expect_close(ctx, out, ref::attention(q_host, k_host, v_host, Tq, Tk, heads, D, causal), kRtol,
@@ -182,6 +183,12 @@ TEST(SmallShapes, AttentionCausalCrossAndWideHead) {
   check_attention("causal", 9, 9, 2, 64, true, 50);
   check_attention("cross", 7, 11, 1, 64, false, 51);
   check_attention("wide-head", 5, 6, 1, 512, false, 52);
+  // q, k and v as the models' fused projections leave them, and at unaligned column offsets.
+  using test::AttentionLayout;
+  check_attention("causal-fused", 9, 9, 2, 64, true, 53, false, AttentionLayout::Fused);
+  check_attention("cross-fused", 7, 11, 1, 64, false, 54, false, AttentionLayout::Fused);
+  check_attention("wide-head-fused", 5, 5, 1, 512, false, 58, false, AttentionLayout::Fused);
+  check_attention("cross-offset", 7, 11, 1, 40, false, 59, false, AttentionLayout::Offset);
 }
 
 TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
@@ -192,6 +199,9 @@ TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
   check_attention("tc-causal", 19, 19, 2, 64, true, 55, true);
   check_attention("tc-cross-unaligned", 9, 21, 1, 18, false, 56, true);
   check_attention("tc-wide-head", 5, 6, 1, 512, false, 57, true);
+  check_attention("tc-causal-fused", 19, 19, 2, 64, true, 60, true, test::AttentionLayout::Fused);
+  check_attention("tc-cross-fused", 9, 21, 1, 64, false, 61, true, test::AttentionLayout::Fused);
+  check_attention("tc-cross-offset", 9, 21, 1, 18, false, 62, true, test::AttentionLayout::Offset);
 }
 
 TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
@@ -261,6 +271,25 @@ TEST(SmallShapes, ElementwiseAndLayoutOps) {
   const auto tr = nn::download(ctx, nn::transpose(ctx, nn::upload(ctx, a_host, {C * H, W})));
   for (int r = 0; r < C * H; ++r)
     for (int c = 0; c < W; ++c) ASSERT_EQ(tr[c * C * H + r], a_host[r * W + c]);
+  // A transformer's way into tokens (a per-channel affine on the way) and back (a residual added).
+  const auto affine_host = test::random_floats(2 * C, 74);
+  const nn::Tensor affine = nn::upload(ctx, affine_host, {C, 2});
+  const nn::Tensor tokens = nn::to_tokens(ctx, a, &affine);
+  expect(
+      tokens,
+      [&](std::size_t i) {
+        const std::size_t s = i / C, c = i % C;
+        return std::fma(a_host[c * H * W + s], affine_host[2 * c], affine_host[2 * c + 1]);
+      },
+      "to_tokens");
+  const auto tokens_host = nn::download(ctx, tokens);
+  expect(
+      nn::from_tokens(ctx, tokens, H, W, &b),
+      [&](std::size_t i) {
+        const std::size_t c = i / (H * W), s = i % (H * W);
+        return tokens_host[s * C + c] + b_host[i];
+      },
+      "from_tokens");
 }
 
 TEST(SmallShapes, EmbeddingsImageConversionAndNonFiniteCounts) {
