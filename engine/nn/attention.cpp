@@ -32,8 +32,7 @@ Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* co
     attended = attention(ctx, q, {kv, 0, inner}, {kv, inner, inner}, shape_.heads, false, to_q_.weight().dtype);
   } else {
     Tensor qkv = to_qkv_(ctx, x);  // [T, 3·heads·D]: q, k, v
-    attended = attention(ctx, {qkv, 0, inner}, {qkv, inner, inner}, {qkv, 2 * inner, inner}, shape_.heads, false,
-                         to_qkv_.weight().dtype);
+    attended = self_attention(ctx, qkv, shape_.heads, false, to_qkv_.weight().dtype);
   }
   return to_out_0_(ctx, attended, Act::None, residual);  // [T, query_dim]
 }
@@ -42,7 +41,7 @@ Tensor Attention::spatial(cl::Context& ctx, const Tensor& x) const {
   // x: [C, H, W]
   const std::int64_t H = x.dim(1), W = x.dim(2);
   if (!group_norm_) throw Error(ErrorKind::Internal, "Attention::spatial needs the group_norm of the VAE attention");
-  // The group norm applied on the way to tokens, the residual on the way back (nn::transpose's fusions).
+  // The group norm applied on the way to tokens, the residual on the way back (to_tokens / from_tokens).
   const Tensor affine = group_norm_->affine(ctx, x);  // [C, 2]
   Tensor tokens = to_tokens(ctx, x, &affine);          // [H·W, C], normalised
   Tensor out = (*this)(ctx, tokens);                   // [H·W, C]

@@ -132,6 +132,8 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 // self-attention, [S, 2·width] for cross-attention's keys and values, read in place.
 Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Columns& v, int heads, bool causal,
                  DType weights = DType::F32);
+// Self-attention over a fused projection's output: q, k and v are the thirds of qkv [T, 3·width] → [T, width].
+Tensor self_attention(cl::Context& ctx, const Tensor& qkv, int heads, bool causal, DType weights = DType::F32);
 
 // Element-wise.
 Tensor activation(cl::Context& ctx, const Tensor& x, Act act);  // any shape

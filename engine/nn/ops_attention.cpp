@@ -166,4 +166,11 @@ Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Col
   return out;
 }
 
+Tensor self_attention(cl::Context& ctx, const Tensor& qkv, int heads, bool causal, DType weights) {
+  detail::require_activation("attention", "qkv", qkv, 2);
+  if (qkv.dim(1) % 3 != 0) detail::fail("attention", "expected q, k and v as thirds of " + detail::describe("qkv", qkv));
+  const std::int64_t width = qkv.dim(1) / 3;
+  return attention(ctx, {qkv, 0, width}, {qkv, width, width}, {qkv, 2 * width, width}, heads, causal, weights);
+}
+
 }  // namespace sdt::nn

@@ -38,7 +38,6 @@ Transformer2DModel::Transformer2DModel(const WeightScope& scope, const Transform
 Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const Tensor& context) const {
   // x: [C, H, W], context: [S, context_dim]
   const std::int64_t H = x.dim(1), W = x.dim(2);
-  const std::int64_t inner = shape_.heads * shape_.dim_head;
   Tensor h;
   if (shape_.use_linear_projection) {
     // The group norm applied on the way to tokens, the residual on the way back: one pass each way.
@@ -46,16 +45,14 @@ Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const T
     Tensor tokens = to_tokens(ctx, x, &affine);     // [H·W, C], normalised
     h = proj_in_linear_(ctx, tokens);               // [H·W, inner]
   } else {
-    Tensor projected = proj_in_conv_(ctx, norm_(ctx, x));               // [inner, H, W]
-    h = transpose(ctx, std::move(projected).reshaped({inner, H * W}));  // [H·W, inner]
+    h = to_tokens(ctx, proj_in_conv_(ctx, norm_(ctx, x)));  // [H·W, inner]
   }
   for (const auto& block : transformer_blocks_) h = block(ctx, h, context);  // [H·W, inner]
   if (shape_.use_linear_projection) {
     Tensor projected = proj_out_linear_(ctx, h);     // [H·W, C]
     return from_tokens(ctx, projected, H, W, &x);    // [C, H, W] + residual
   }
-  Tensor channels_first = transpose(ctx, h);                                          // [inner, H·W]
-  return proj_out_conv_(ctx, std::move(channels_first).reshaped({inner, H, W}), &x);  // [C, H, W] + residual
+  return proj_out_conv_(ctx, from_tokens(ctx, h, H, W), &x);  // [C, H, W] + residual
 }
 
 }  // namespace sdt::nn

@@ -34,6 +34,27 @@ Request small_request(Decoder decoder = Decoder::Full, int steps = 1) {
   return r;
 }
 
+// One image of random:tiny on an engine of its own, with or without the per-kernel profile.
+Result generate_on_tiny(bool profile_kernels, const Request& request) {
+  EngineOptions o;
+  o.model = "random:tiny";
+  o.cache_dir = engine_kernel_cache();
+  o.profile_kernels = profile_kernels;
+  if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
+  Engine engine(o);
+  return engine.generate(request);
+}
+
+// Every device stage of a two-step generation with both decoders has a time.
+void expect_every_stage_timed(const StageTimings& t) {
+  EXPECT_GT(t.text_encoder_ms, 0);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);
+  EXPECT_GT(t.unet_step_ms[0], 0);
+  EXPECT_GT(t.unet_step_ms[1], 0);
+  EXPECT_GT(t.vae_decode_ms, 0);
+  EXPECT_GT(t.taesd_decode_ms, 0);
+}
+
 TEST(Engine, SameSeedTwiceGivesIdenticalPngBytes) {
   Engine& engine = fixture_engine();
   const Request request = small_request();
@@ -61,12 +82,8 @@ TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
                                             "read-back"}));
   const StageTimings& t = r.timings;
   EXPECT_FALSE(t.text_cache_hit);
-  EXPECT_GT(t.text_encoder_ms, 0);
-  ASSERT_EQ(t.unet_step_ms.size(), 2u);
-  EXPECT_GT(t.unet_step_ms[0], 0);
-  EXPECT_GT(t.unet_step_ms[1], 0);
-  EXPECT_GT(t.vae_decode_ms, 0);
-  EXPECT_GT(t.taesd_decode_ms, 0);
+  expect_every_stage_timed(t);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);  // (read below)
   EXPECT_GT(t.total_ms, 0);
   // The host's clock in its three parts: enqueueing (the stages' kernels, at least their device time minus the last
   // stage's, since the host waits at each stage boundary for the stage before), the last wait, what follows.
@@ -377,13 +394,7 @@ TEST(Engine, RandomTinyModelGeneratesAVariedImageAndIsLabelledAsRandom) {
 // The benchmark's profile: every launch counted once, under its stage, kernel and work sizes, so the layers a kernel
 // runs for can be told apart (the UNet's products have many shapes).
 TEST(Engine, KernelProfileCountsEveryLaunchByStageKernelAndShape) {
-  EngineOptions o;
-  o.model = "random:tiny";
-  o.cache_dir = engine_kernel_cache();
-  o.profile_kernels = true;
-  if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
-  Engine engine(o);
-  const Result r = engine.generate(small_request(Decoder::Full));
+  const Result r = generate_on_tiny(true, small_request(Decoder::Full));
   ASSERT_FALSE(r.kernel_profile.empty());
   std::map<std::string, int> launches;
   std::map<std::string, std::set<std::string>> gemm_shapes;
@@ -495,24 +506,12 @@ TEST(StageTimings, StageMarksTimeTheStagesWhenLaunchesHaveNoEvents) {
 // A generation that is not profiled records no event per launch (each costs NVIDIA's driver host time) and still
 // times every stage and counts every launch: the same counts as a profiled generation of the same request.
 TEST(Engine, WithoutAProfileStagesAreTimedByTheirMarksAndEveryLaunchCounted) {
-  auto run = [](bool profile) {
-    EngineOptions o;
-    o.model = "random:tiny";
-    o.cache_dir = engine_kernel_cache();
-    o.profile_kernels = profile;
-    if (const char* device = std::getenv("SDT_TEST_DEVICE")) o.device = device;
-    Engine engine(o);
-    return engine.generate(small_request(Decoder::Both, 2));
-  };
-  const Result marked = run(false), profiled = run(true);
+  const Request request = small_request(Decoder::Both, 2);
+  const Result marked = generate_on_tiny(false, request), profiled = generate_on_tiny(true, request);
   const StageTimings& t = marked.timings;
   EXPECT_TRUE(marked.kernel_profile.empty());
-  EXPECT_GT(t.text_encoder_ms, 0);
-  ASSERT_EQ(t.unet_step_ms.size(), 2u);
-  EXPECT_GT(t.unet_step_ms[0], 0);
-  EXPECT_GT(t.unet_step_ms[1], 0);
-  EXPECT_GT(t.vae_decode_ms, 0);
-  EXPECT_GT(t.taesd_decode_ms, 0);
+  expect_every_stage_timed(t);
+  ASSERT_EQ(t.unet_step_ms.size(), 2u);  // (read below)
   const double stages = t.text_encoder_ms + t.unet_step_ms[0] + t.unet_step_ms[1] + t.vae_decode_ms + t.taesd_decode_ms;
   EXPECT_NEAR(stages, t.device_span_ms, 1e-6) << "the stages tile the span between the first mark and the last";
   EXPECT_EQ(t.device_busy_ms, t.device_span_ms);
