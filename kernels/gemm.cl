@@ -117,10 +117,8 @@
 
 #if WEIGHT_HALF
 #define W_T half
-#define LOAD_W(p, i) vload_half((i), (p))
 #else
 #define W_T float
-#define LOAD_W(p, i) ((p)[(i)])
 #endif
 // BIAS_T / LOAD_BIAS (BIAS_HALF), the activation codes, apply_act and epilogue come from the prelude,
 // kernels/common.cl.
@@ -129,27 +127,46 @@
 #define B_CHUNKS ((GEMM_TN * GEMM_TK) / (4 * NT))
 #define A_GATHER ((GEMM_TM * GEMM_TK) / NT)  // mode 2: single elements per work-item
 
-// Four consecutive weights B[i .. i+3] of one row that ends at row_end (exclusive), as fp32; zeros past the end.
-// vec: the row is 4-aligned (vloada_half4 needs 8 bytes, a float4 16), so whole chunks load as one vector.
-inline float4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
-  if (vec && i + 3 < row_end) {
+// Four consecutive weights B[i .. i+3] of one row that ends at row_end (exclusive), as stored (W4); zeros past
+// the end. vec: the row is 4-aligned (8 bytes for fp16, 16 for fp32), so whole chunks load as one vector.
+// fp16 weights stay as bits until the tile is stored to local memory (widen_w4), after the current K step's FMAs,
+// so the load is still in flight while they run. Converted right after the load (as before), the work-item waited
+// there for it to arrive: NVIDIA's compiler keeps the conversion where the source puts it, and with one or two
+// work-groups per compute unit nothing else covers that wait (docs/PERFORMANCE.md, 2026-12-04 afternoon). The bits
+// are two 32-bit words, little-endian (every GPU OpenCL targets; __ENDIAN_LITTLE__ is OpenCL C's own macro), in
+// both branches: four separate 16-bit values made the compiler unpack the vector load at once, the same wait.
 #if WEIGHT_HALF
-    // One 8-byte load, then the conversion from the private copy: NVIDIA's compiler turns vloada_half4 on global
-    // memory into four 2-byte loads (PTX ld.global.nc.u16), which cost the portable UNet 1.8 ms of 36 on the H200
-    // (docs/bench/2026-12-03-night/call3, call4); the same values either way.
-    const ushort4 bits = *(__global const ushort4*)(B + i);
-    return vload_half4(0, (__private const half*)&bits);
-#else
-    return *(__global const float4*)(B + i);
+#ifndef __ENDIAN_LITTLE__
+#error "gemm.cl packs fp16 weights as little-endian words; this device is big-endian"
 #endif
-  }
-  float4 v = (float4)(0.0f);
-  if (i < row_end) v.s0 = LOAD_W(B, i);
-  if (i + 1 < row_end) v.s1 = LOAD_W(B, i + 1);
-  if (i + 2 < row_end) v.s2 = LOAD_W(B, i + 2);
-  if (i + 3 < row_end) v.s3 = LOAD_W(B, i + 3);
+#define W4 uint2
+inline W4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
+  __global const ushort* bits = (__global const ushort*)B;
+  // One 8-byte load rather than vloada_half4, which NVIDIA's compiler turns into four 2-byte loads
+  // (docs/bench/2026-12-03-night/call3).
+  if (vec && i + 3 < row_end) return *(__global const uint2*)(bits + i);
+  uint lo = 0, hi = 0;  // +0.0 in fp16
+  if (i < row_end) lo = bits[i];
+  if (i + 1 < row_end) lo |= (uint)bits[i + 1] << 16;
+  if (i + 2 < row_end) hi = bits[i + 2];
+  if (i + 3 < row_end) hi |= (uint)bits[i + 3] << 16;
+  return (W4)(lo, hi);
+}
+// vload_half4 from the private copy: the exact conversion, subnormals included.
+inline float4 widen_w4(W4 bits) { return vload_half4(0, (__private const half*)&bits); }
+#else
+#define W4 float4
+inline W4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
+  if (vec && i + 3 < row_end) return *(__global const float4*)(B + i);
+  W4 v = (W4)(0.0f);
+  if (i < row_end) v.s0 = B[i];
+  if (i + 1 < row_end) v.s1 = B[i + 1];
+  if (i + 2 < row_end) v.s2 = B[i + 2];
+  if (i + 3 < row_end) v.s3 = B[i + 3];
   return v;
 }
+#define widen_w4(v) (v)
+#endif
 
 // The same for activations.
 inline float4 load_a4(__global const float* restrict A, int i, int row_end, int vec) {
@@ -205,6 +222,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #if A_MODE == 2
   int g_m[A_GATHER], g_iy0[A_GATHER], g_ix0[A_GATHER], g_kl[A_GATHER];
   const int virt_h = in_h << upsample, virt_w = in_w << upsample;
+#pragma unroll
   for (int j = 0; j < A_GATHER; ++j) {
     const int id = tid + j * NT;
     const int ml = id % GEMM_TM;  // consecutive work-items: consecutive pixels
@@ -220,23 +238,23 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #else
   float4 a_reg[A_CHUNKS];
 #endif
-  float4 b_reg[B_CHUNKS];
+  W4 b_reg[B_CHUNKS];  // as stored: see load_w4
 
   // Global -> registers for the K tile at k0.
 #define LOAD_TILES(k0)                                                                                           \
   do {                                                                                                           \
     LOAD_A(k0);                                                                                                  \
-    for (int c = 0; c < B_CHUNKS; ++c) {                                                                         \
+    _Pragma("unroll") for (int c = 0; c < B_CHUNKS; ++c) {                                                       \
       const int id = tid + c * NT;                                                                               \
       const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                         \
       const int n = n0 + row, k = (k0) + kq * 4;                                                                 \
-      b_reg[c] = n < N ? load_w4(B, b_base + n * ldb + k, b_base + n * ldb + k_stop, b_vec) : (float4)(0.0f);    \
+      b_reg[c] = n < N ? load_w4(B, b_base + n * ldb + k, b_base + n * ldb + k_stop, b_vec) : (W4)(0);        \
     }                                                                                                            \
   } while (0)
 
 #if A_MODE == 0
 #define LOAD_A(k0)                                                                                               \
-  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {                                                         \
     const int id = tid + c * NT;                                                                                 \
     const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                           \
     const int m = m0 + row, k = (k0) + kq * 4;                                                                   \
@@ -244,7 +262,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #elif A_MODE == 1
 #define LOAD_A(k0)                                                                                               \
-  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {                                                         \
     const int id = tid + c * NT;                                                                                 \
     const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4);                                             \
     const int k = (k0) + kr;                                                                                     \
@@ -253,7 +271,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #else
 #define LOAD_A(k0)                                                                                               \
-  for (int j = 0; j < A_GATHER; ++j) {                                                                           \
+  _Pragma("unroll") for (int j = 0; j < A_GATHER; ++j) {                                                         \
     const int k = (k0) + g_kl[j];                                                                                \
     float v = 0.0f;                                                                                              \
     if (k < k_stop) {                                                                                            \
@@ -280,7 +298,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   // Registers -> local buffer `buf` (As[k][m], Bs[k][n]: the K tile transposed so both fragments are rows).
 #if A_MODE == 0
 #define STORE_A(buf)                                                   \
-  for (int c = 0; c < A_CHUNKS; ++c) {                                 \
+  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {               \
     const int id = tid + c * NT;                                       \
     const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
     As[buf][kq * 4 + 0][row] = a_reg[c].s0;                            \
@@ -290,30 +308,33 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #elif A_MODE == 1
 #define STORE_A(buf)                                                 \
-  for (int c = 0; c < A_CHUNKS; ++c) {                               \
+  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {             \
     const int id = tid + c * NT;                                     \
     const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4); \
     vstore4(a_reg[c], 0, &As[buf][kr][mq * 4]);                      \
   }
 #else
 #define STORE_A(buf) \
-  for (int j = 0; j < A_GATHER; ++j) As[buf][g_kl[j]][(tid + j * NT) % GEMM_TM] = a_reg[j];
+  _Pragma("unroll") for (int j = 0; j < A_GATHER; ++j) As[buf][g_kl[j]][(tid + j * NT) % GEMM_TM] = a_reg[j];
 #endif
 #define STORE_TILES(buf)                                                 \
   do {                                                                   \
     STORE_A(buf);                                                        \
-    for (int c = 0; c < B_CHUNKS; ++c) {                                 \
+    _Pragma("unroll") for (int c = 0; c < B_CHUNKS; ++c) {               \
       const int id = tid + c * NT;                                       \
       const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
-      Bs[buf][kq * 4 + 0][row] = b_reg[c].s0;                            \
-      Bs[buf][kq * 4 + 1][row] = b_reg[c].s1;                            \
-      Bs[buf][kq * 4 + 2][row] = b_reg[c].s2;                            \
-      Bs[buf][kq * 4 + 3][row] = b_reg[c].s3;                            \
+      const float4 w = widen_w4(b_reg[c]);                               \
+      Bs[buf][kq * 4 + 0][row] = w.s0;                                   \
+      Bs[buf][kq * 4 + 1][row] = w.s1;                                   \
+      Bs[buf][kq * 4 + 2][row] = w.s2;                                   \
+      Bs[buf][kq * 4 + 3][row] = w.s3;                                   \
     }                                                                    \
   } while (0)
 
   VEC acc[SW][QF];
+#pragma unroll
   for (int s = 0; s < SW; ++s)
+#pragma unroll
     for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
 
   int buf = 0;
@@ -329,9 +350,13 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     for (int kk = 0; kk < GEMM_TK; ++kk) {
       VEC f[QF];
       float sv[SW];
+#pragma unroll
       for (int q = 0; q < QF; ++q) f[q] = VLOAD(0, &FAST_TILE[buf][kk][(q * RTF + tf) * VW]);
+#pragma unroll
       for (int p = 0; p < QS; ++p) VSTORE(VLOAD(0, &SLOW_TILE[buf][kk][(p * RTS + ts) * VW]), 0, sv + p * VW);
+#pragma unroll
       for (int s = 0; s < SW; ++s)
+#pragma unroll
         for (int q = 0; q < QF; ++q) acc[s][q] += sv[s] * f[q];
     }
     // The other buffer was last read in the previous step, which every work-item has left (the barrier below
@@ -351,9 +376,11 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     // Partial rows are f_end long; a chunk loads as one vector where the rows keep VW alignment.
     const int vec = f_end % VW == 0;
     __global float* mine = partial + split * (M * N);
+#pragma unroll
     for (int s = 0; s < SW; ++s) {
       const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
       if (slow >= s_end) continue;
+#pragma unroll
       for (int q = 0; q < QF; ++q) {
         const int f0 = f_base + (q * RTF + tf) * VW;
         if (f0 >= f_end) continue;
@@ -371,12 +398,16 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
       return;
     // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together.
     __global volatile const float* sums = partial;
+#pragma unroll
     for (int s = 0; s < SW; ++s)
+#pragma unroll
       for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
     for (int z = 0; z < splits; ++z) {
       VEC t[SW][QF];
+#pragma unroll
       for (int s = 0; s < SW; ++s) {
         const int slow = min(s_base + ((s / VW) * RTS + ts) * VW + s % VW, s_end - 1);
+#pragma unroll
         for (int q = 0; q < QF; ++q) {
           const int f0 = f_base + (q * RTF + tf) * VW;
           __global volatile const float* at = sums + z * (M * N) + slow * f_end + f0;
@@ -393,12 +424,15 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
           }
         }
       }
+#pragma unroll
       for (int s = 0; s < SW; ++s)
+#pragma unroll
         for (int q = 0; q < QF; ++q) acc[s][q] += t[s][q];
     }
   }
 #endif
   __global float* out = C + c_off + batch * batch_c + (raw_sums ? split * split_stride : 0);
+#pragma unroll
   for (int s = 0; s < SW; ++s) {
     const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
     if (slow >= s_end) continue;
@@ -406,6 +440,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #if A_MODE != 0
     const float bn = (!raw_sums && bias) ? LOAD_BIAS(bias, slow) : 0.0f;
 #endif
+#pragma unroll
     for (int q = 0; q < QF; ++q) {
       const int f0 = f_base + (q * RTF + tf) * VW;
       if (f0 >= f_end) continue;
@@ -413,6 +448,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
       VSTORE(acc[s][q], 0, v);
       if (!raw_sums) {
         __global const float* res = residual ? residual + (row - C) + f0 : 0;
+#pragma unroll
         for (int f = 0; f < VW; ++f) {
 #if A_MODE == 0
           const float b = (bias && f0 + f < f_end) ? LOAD_BIAS(bias, f0 + f) : 0.0f;
