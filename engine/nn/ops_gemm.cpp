@@ -175,7 +175,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  GemmConfig config = ctx.tuning().gemm(p.mode);
+  GemmConfig config = ctx.tuning().gemm(p.mode, p.M, p.N);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
       limit < static_cast<std::size_t>(config.threads())) {

@@ -43,8 +43,15 @@ const TuningRow kTable[] = {
         // Tensor cores where the compute capability is 8.0 or later.
         .label = "NVIDIA GPUs",
         .match = {.vendor = "NVIDIA", .type = DeviceMatch::Type::Gpu},
+        // linear_big: 128×64 tiles of 8×4 (two work-groups an SM) for the linear products of 528 or more of them
+        // (the UNet's GEGLU projections at 64×64 and 32×32, the VAE attention's q/k/v): 33.7 / 34.9 TFLOP/s with
+        // fp16 weights and 31.2 / 32.5 with fp32 at the GEGLU projections against 28.2 / 29.0 and 28.1 / 28.7 on
+        // 64×64 (kernel bench, 2026-12-04 afternoon); the feed-forward out product (160 of them) stays at 64×64
+        // (23.5 against 20.1).
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
+                 .linear_big = GemmConfig{128, 64, 16, 8, 4, 4},
+                 .big_groups_per_unit = 4,
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
         // 64 keys, 46 with 2 warps, 42 with 8). Split K summed in the kernels (membar.gl), gemm_tc's and gemm.cl's:
@@ -329,6 +336,17 @@ GemmConfig Tuning::gemm(GemmMode mode) const {
   const std::optional<GemmConfig> deferred = steady_path_deferred_ ? deferred_gemm() : std::nullopt;
   const GemmConfig& config = deferred ? *deferred : mode == GemmMode::Linear ? gemm.linear : gemm.conv;
   return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
+}
+
+GemmConfig Tuning::gemm(GemmMode mode, int M, int N) const {
+  const GemmConfig config = gemm(mode);
+  if (mode != GemmMode::Linear || effective_.gemm || effective_.tuned_gemm ||
+      (steady_path_deferred_ && deferred_gemm()))
+    return config;
+  const std::optional<GemmConfig>& big = row_->gemm.linear_big;
+  if (!big || !fits(big->threads(), big->local_bytes())) return config;
+  const std::size_t groups = static_cast<std::size_t>((M + big->tm - 1) / big->tm) * ((N + big->tn - 1) / big->tn);
+  return groups >= static_cast<std::size_t>(row_->gemm.big_groups_per_unit) * compute_units_ ? *big : config;
 }
 
 std::optional<GemmConfig> Tuning::deferred_gemm() const {

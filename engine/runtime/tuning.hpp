@@ -120,6 +120,10 @@ struct TensorCoreFeatures {
 struct GemmRow {
   GemmConfig linear;  // GemmMode::Linear
   GemmConfig conv;    // GemmMode::Conv1x1 and GemmMode::Conv
+  // Linear products whose work-groups on these tiles alone fill the device (big_groups_per_unit per compute unit),
+  // if set: larger tiles load less per FMA, but the many smaller products fill the device better with `linear`.
+  std::optional<GemmConfig> linear_big = {};
+  int big_groups_per_unit = 4;
   // While the steady path is deferred (the first images of a first start), every product's tiles, if set: tiles
   // whose kernel NVIDIA's compiler builds sooner (the first images' programs are not the steady path).
   std::optional<GemmConfig> deferred = {};
@@ -255,6 +259,10 @@ class Tuning {
   // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the steady path is
   // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
+  // The same for an M × N product: a linear product whose big tiles (the row's GemmRow::linear_big) alone fill the
+  // device takes those, unless an override, the deferral or the tuner's tiles decide (the tuner chooses no big
+  // tiles: its row has none).
+  GemmConfig gemm(GemmMode mode, int M, int N) const;
   // The tiles of the first images while the steady path is deferred: the override, else the row's (none when the
   // tuner's tiles replace the row's); nullopt: the first images take the steady tiles.
   std::optional<GemmConfig> deferred_gemm() const;

@@ -109,7 +109,7 @@ TEST(PortableBench, DISABLED_ConvolutionsDirectAndWinograd) {
 TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
   // gemm.cl alone at the products that dominate the portable path: the UNet's largest linear layers and the
   // Winograd convolutions' batched products (VAE 512 channels at 128×128: F(4×4) and F(2×2)), for each tile
-  // configuration the tuner would try and a few more. The table's row is marked.
+  // configuration the tuner would try and a few more. The engine's choice is marked.
   auto& ctx = test::kernel_context();
   struct Product {
     const char* name;
@@ -131,7 +131,6 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
         extra.local_bytes() <= ctx.info().local_memory &&
         std::find(configs.begin(), configs.end(), extra) == configs.end())
       configs.push_back(extra);
-  const cl::GemmRow row = ctx.tuning().row().gemm;
   for (DType storage : {DType::F16, DType::F32}) {
     nn::GemmTuneOptions options;
     options.candidates = configs;
@@ -144,9 +143,10 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
       std::printf("  %s, %s weights (GFLOP %.1f):\n", product.name, test::storage_name(storage), flops * 1e-9);
       for (const auto& c : r.candidates) {
         const double ms = product.p.mode == cl::GemmMode::Linear ? c.linear_ms : c.conv_ms;
-        const bool table = c.config == (product.p.mode == cl::GemmMode::Linear ? row.linear : row.conv);
+        // The tile the engine takes for this product (the row's, or its big linear tiles where they fill the GPU).
+        const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N);
         std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
-                    table ? "  <- table row" : "");
+                    engine ? "  <- the engine's tiles" : "");
       }
     }
   }

@@ -137,6 +137,61 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   EXPECT_EQ(pocl.attention_block_bytes(), std::size_t(16) << 20);
 }
 
+TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
+  // NVIDIA's row: 128×64 tiles for linear products of 4 or more such work-groups per compute unit (528 on the
+  // H200's 132), 64×64 for the rest; convolutions and rows without big tiles keep their one tile.
+  const Tuning h200(kH200, true), radeon(kRadeon, false), pocl(kPocl, false);
+  const GemmConfig big{128, 64, 16, 8, 4, 4}, row{64, 64, 16, 4, 4, 4};
+  ASSERT_EQ(cl::tuning_row(kH200).gemm.linear_big, big);
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 2560), big) << "UNet GEGLU projection at 64×64: 32 × 40 groups";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 1024, 5120), big) << "at 32×32: 8 × 80 = 640";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 1536), big) << "VAE attention q/k/v: 32 × 24 = 768";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 320), row) << "feed-forward out: 32 × 5 = 160";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 960), row) << "UNet q/k/v at 64×64: 32 × 15 = 480, one short";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 1040), big) << "32 × 17 = 544";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 77, 3072), row) << "the text encoder's 77 rows";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4225, 1024), big) << "edge tiles count: 34 × 16 = 544";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4224, 1024), big) << "33 × 16 = 528: exactly enough";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 1024), row) << "32 × 16 = 512";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv, 65536, 512), row) << "convolutions keep the conv tile";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 65536, 512), row);
+  // A smaller GPU of the same row needs fewer: 30 compute units → 120 groups.
+  DeviceInfo small = kH200;
+  small.compute_units = 30;
+  EXPECT_EQ(Tuning(small, true).gemm(GemmMode::Linear, 4096, 320), big) << "160 ≥ 120";
+  // Rows without big tiles.
+  EXPECT_EQ(radeon.gemm(GemmMode::Linear, 4096, 2560), row);
+  EXPECT_EQ(pocl.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{64, 64, 16, 8, 8, 8}));
+  // Where they do not fit the device, the row's tile.
+  DeviceInfo tight = kH200;
+  tight.local_memory = 24 * 1024;  // 128×64×16 double-buffered needs 25 KB
+  ASSERT_GT(big.local_bytes(), tight.local_memory);
+  EXPECT_EQ(Tuning(tight, true).gemm(GemmMode::Linear, 4096, 2560), row);
+  // An explicit tile, the deferral's tiles and the tuner's row (which has no big tiles) decide instead.
+  Tuning t(kH200, true);
+  cl::TuningOverrides pinned;
+  pinned.gemm = GemmConfig{32, 32, 16, 4, 4, 4};
+  t.set_overrides(pinned);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{32, 32, 16, 4, 4, 4}));
+  cl::TuningOverrides quick;
+  quick.deferred_gemm = GemmConfig{32, 32, 16, 4, 4, 4};
+  t.set_overrides(quick);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), big) << "not deferred: the steady choice";
+  t.defer_steady_path(true);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{32, 32, 16, 4, 4, 4}));
+  t.defer_steady_path(false);
+  cl::TuningOverrides tuned;
+  tuned.tuned_gemm = cl::GemmRow{.linear = {64, 128, 16, 4, 8, 4}, .conv = {64, 64, 16, 4, 4, 4}};
+  t.set_overrides(tuned);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{64, 128, 16, 4, 8, 4}));
+  // The environment's tile too.
+  {
+    EnvScope env("SDT_GEMM_TILE", "32,32,16,4,4");
+    const Tuning from_env(kH200, true, cl::overrides_from_environment());
+    EXPECT_EQ(from_env.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{32, 32, 16, 4, 4}));
+  }
+}
+
 TEST(Tuning, TensorCoreTilesFollowTheShape) {
   const Tuning h200(kH200, true);
   const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2};
