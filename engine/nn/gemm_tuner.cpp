@@ -19,7 +19,7 @@ namespace {
 using cl::GemmConfig;
 using cl::GemmMode;
 
-constexpr int kFormatVersion = 2;    // 2: the UNet's small products timed too
+constexpr int kFormatVersion = 3;    // 2: the UNet's small products timed too; 3: big linear tiles
 constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
 
 // Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
@@ -204,6 +204,7 @@ std::vector<GemmTuneProduct> key_gemm_products() {
       {GemmMode::Conv1x1, 256, 320, 320, 36},   // Winograd F(4×4) at the UNet's 320 channels, 64×64 map
       {GemmMode::Conv, 256, 1280, 11520, 1},    // UNet 16×16: 3×3, 1280 → 1280, direct (split-K)
       {GemmMode::Conv, 64, 1280, 11520, 1},     // UNet 8×8: the same
+      {GemmMode::Linear, 4096, 2560, 320, 1, true},  // big: the UNet's GEGLU projection at 64×64
   };
 }
 
@@ -245,13 +246,18 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
         (o.product.mode == GemmMode::Linear ? linear_ok : conv_ok) &= matches_reference(ctx, o);
       }
       ctx.set_recording(true);
-      double linear_ms = 0, conv_ms = 0;
-      for (const Operands& o : timed)
-        (o.product.mode == GemmMode::Linear ? linear_ms : conv_ms) += time_product(ctx, o, options.runs);
+      double linear_ms = 0, conv_ms = 0, big_ms = 0;
+      bool any_big = false;
+      for (const Operands& o : timed) {
+        double& family = o.product.big ? big_ms : o.product.mode == GemmMode::Linear ? linear_ms : conv_ms;
+        family += time_product(ctx, o, options.runs);
+        any_big = any_big || o.product.big;
+      }
       ctx.set_recording(false);
       ctx.collect_timings();
       candidate.linear_ms = linear_ok ? linear_ms : -1;
       candidate.conv_ms = conv_ok ? conv_ms : -1;
+      candidate.big_ms = linear_ok && any_big ? big_ms : -1;
       if (!linear_ok || !conv_ok)
         log->warn("gemm tuner: {} computed a wrong product ({}); it is not chosen", config_text(candidates[i]),
                   !linear_ok ? "linear" : "batched");
@@ -282,6 +288,16 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
     throw Error(ErrorKind::Device, "gemm tuner: no tile configuration computed correct products on " + ctx.info().name,
                 "update the GPU driver; the engine keeps the default tiles");
   result.row = {*linear, *conv};
+  // Big tiles only where they beat the linear choice at the big products by kBigTileGain (the engine takes them
+  // only for products whose big tiles alone fill the device: GemmRow::big_groups_per_unit).
+  if (const auto big = best(&GemmTuneCandidate::big_ms); big && *big != *linear) {
+    double big_ms = -1, linear_big_ms = -1;
+    for (const auto& c : result.candidates) {
+      if (c.config == *big) big_ms = c.big_ms;
+      if (c.config == *linear) linear_big_ms = c.big_ms;
+    }
+    if (linear_big_ms > 0 && big_ms <= kBigTileGain * linear_big_ms) result.row.linear_big = *big;
+  }
   return result;
 }
 
@@ -302,7 +318,7 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
   if (path.empty()) return std::nullopt;
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw" and "conv …".
+  // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw", "conv …" and, when chosen, "linear_big …".
   std::string magic;
   int version = 0;
   cl::GemmRow row;
@@ -314,6 +330,7 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
     if (!(in >> c.tm >> c.tn >> c.tk >> c.wm >> c.wn >> c.vw) || !runs_here(ctx, c)) break;
     if (family == "linear") row.linear = c, linear = true;
     if (family == "conv") row.conv = c, conv = true;
+    if (family == "linear_big") row.linear_big = c;
   }
   if (!linear || !conv) {
     log::get("engine")->warn("ignoring the kernel tuning file {}: unreadable or not for this device; tuning again",
@@ -338,6 +355,7 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
     out << "sdturbo-gemm-tuning " << kFormatVersion << '\n';
     line("linear", row.linear);
     line("conv", row.conv);
+    if (row.linear_big) line("linear_big", *row.linear_big);
     if (!out) {
       log::get("engine")->warn("could not write the kernel tuning file {}: it runs again next time", tmp.string());
       return;
@@ -348,7 +366,8 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
 }
 
 std::string gemm_row_text(const cl::GemmRow& row) {
-  return "{.linear = " + config_text(row.linear) + ", .conv = " + config_text(row.conv) + "}";
+  return "{.linear = " + config_text(row.linear) + ", .conv = " + config_text(row.conv) +
+         (row.linear_big ? ", .linear_big = GemmConfig" + config_text(*row.linear_big) : std::string()) + "}";
 }
 
 std::optional<GemmTuneResult> prepare_gemm_tuning(cl::Context& ctx, bool force, const GemmTuneOptions& options) {

@@ -340,13 +340,12 @@ GemmConfig Tuning::gemm(GemmMode mode) const {
 
 GemmConfig Tuning::gemm(GemmMode mode, int M, int N) const {
   const GemmConfig config = gemm(mode);
-  if (mode != GemmMode::Linear || effective_.gemm || effective_.tuned_gemm ||
-      (steady_path_deferred_ && deferred_gemm()))
-    return config;
-  const std::optional<GemmConfig>& big = row_->gemm.linear_big;
+  if (mode != GemmMode::Linear || effective_.gemm || (steady_path_deferred_ && deferred_gemm())) return config;
+  const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
+  const std::optional<GemmConfig>& big = row.linear_big;
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
   const std::size_t groups = static_cast<std::size_t>((M + big->tm - 1) / big->tm) * ((N + big->tn - 1) / big->tn);
-  return groups >= static_cast<std::size_t>(row_->gemm.big_groups_per_unit) * compute_units_ ? *big : config;
+  return groups >= static_cast<std::size_t>(row.big_groups_per_unit) * compute_units_ ? *big : config;
 }
 
 std::optional<GemmConfig> Tuning::deferred_gemm() const {

@@ -259,9 +259,8 @@ class Tuning {
   // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the steady path is
   // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
-  // The same for an M × N product: a linear product whose big tiles (the row's GemmRow::linear_big) alone fill the
-  // device takes those, unless an override, the deferral or the tuner's tiles decide (the tuner chooses no big
-  // tiles: its row has none).
+  // The same for an M × N product: a linear product whose big tiles (GemmRow::linear_big of the tuner's row, else
+  // of the table's) alone fill the device takes those, unless an override or the deferral's tiles decide.
   GemmConfig gemm(GemmMode mode, int M, int N) const;
   // The tiles of the first images while the steady path is deferred: the override, else the row's (none when the
   // tuner's tiles replace the row's); nullopt: the first images take the steady tiles.

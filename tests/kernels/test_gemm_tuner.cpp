@@ -50,13 +50,36 @@ TEST(GemmTuner, TimesEveryCandidateAndChoosesACorrectOne) {
   for (const auto& c : r.candidates) {
     EXPECT_GT(c.linear_ms, 0) << c.config.defines() << " failed its check or did not run";
     EXPECT_GT(c.conv_ms, 0) << c.config.defines();
+    EXPECT_EQ(c.big_ms, -1) << "no big product was timed";
   }
+  EXPECT_FALSE(r.row.linear_big.has_value());
   for (const cl::GemmConfig& chosen : {r.row.linear, r.row.conv})
     EXPECT_TRUE(chosen == options.candidates[0] || chosen == options.candidates[1]);
   const auto* fastest = r.candidates[0].linear_ms <= r.candidates[1].linear_ms ? &r.candidates[0] : &r.candidates[1];
   EXPECT_EQ(r.row.linear, fastest->config);
   EXPECT_EQ(ctx.tuning().overrides().gemm, before.gemm) << "the tuner leaves the context as it found it";
   EXPECT_FALSE(ctx.tuning().overrides().tuned_gemm.has_value());
+}
+
+TEST(GemmTuner, BigLinearTilesAreKeptOnlyWhereTheyWinAtTheBigProducts) {
+  auto& ctx = test::kernel_context();
+  nn::GemmTuneOptions options = small_options();
+  options.products.push_back({cl::GemmMode::Linear, 160, 192, 64, 1, true});
+  const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
+  ASSERT_EQ(r.candidates.size(), 2u);
+  for (const auto& c : r.candidates) EXPECT_GT(c.big_ms, 0) << c.config.defines();
+  const auto& a = r.candidates[0];
+  const auto& b = r.candidates[1];
+  const auto* fastest_big = a.big_ms <= b.big_ms ? &a : &b;
+  const auto* linear = r.row.linear == a.config ? &a : &b;
+  ASSERT_EQ(linear->config, r.row.linear);
+  // The rule on the times measured: the big products' fastest tiles, if they are not the linear choice and take at
+  // most kBigTileGain of its time there.
+  const bool keep = fastest_big != linear && fastest_big->big_ms <= nn::kBigTileGain * linear->big_ms;
+  ASSERT_EQ(r.row.linear_big.has_value(), keep) << "big " << a.big_ms << " / " << b.big_ms;
+  if (keep) EXPECT_EQ(*r.row.linear_big, fastest_big->config);
+  EXPECT_EQ(nn::gemm_row_text(r.row).find(".linear_big = GemmConfig{") != std::string::npos, keep)
+      << nn::gemm_row_text(r.row);
 }
 
 TEST(GemmTuner, CancelStopsIt) {
@@ -84,10 +107,20 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->linear, row.linear);
   EXPECT_EQ(back->conv, row.conv);
+  EXPECT_FALSE(back->linear_big.has_value());
+  cl::GemmRow with_big = row;
+  with_big.linear_big = cl::GemmConfig{64, 32, 16, 4, 4, 4};
+  nn::store_gemm_tuning(ctx, with_big);
+  const auto big_back = nn::load_gemm_tuning(ctx);
+  ASSERT_TRUE(big_back.has_value());
+  EXPECT_EQ(big_back->linear_big, with_big.linear_big);
+  EXPECT_EQ(big_back->linear, row.linear);
   // Damaged, another format's, or tiles this device cannot run: read as nothing, so the tuner runs again.
   for (const char* text : {"sdturbo-gemm-tuning 1\nlinear 32 32\n", "sdturbo-gemm-tuning 99\nlinear 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 1\nlinear 32 32 16 3 4 4\nconv 32 32 16 4 4 4\n",
-                           "sdturbo-gemm-tuning 1\nlinear 4096 4096 16 4 4 4\nconv 32 32 16 4 4 4\n", ""}) {
+                           "sdturbo-gemm-tuning 1\nlinear 4096 4096 16 4 4 4\nconv 32 32 16 4 4 4\n",
+                           // the format before big linear tiles: tuned again, now with them
+                           "sdturbo-gemm-tuning 2\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n", ""}) {
     std::ofstream(file, std::ios::trunc) << text;
     EXPECT_FALSE(nn::load_gemm_tuning(ctx).has_value()) << text;
   }

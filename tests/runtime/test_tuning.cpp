@@ -167,7 +167,7 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   tight.local_memory = 24 * 1024;  // 128×64×16 double-buffered needs 25 KB
   ASSERT_GT(big.local_bytes(), tight.local_memory);
   EXPECT_EQ(Tuning(tight, true).gemm(GemmMode::Linear, 4096, 2560), row);
-  // An explicit tile, the deferral's tiles and the tuner's row (which has no big tiles) decide instead.
+  // An explicit tile and the deferral's tiles decide instead; the tuner's row brings its own big tiles, or none.
   Tuning t(kH200, true);
   cl::TuningOverrides pinned;
   pinned.gemm = GemmConfig{32, 32, 16, 4, 4, 4};
@@ -183,7 +183,15 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   cl::TuningOverrides tuned;
   tuned.tuned_gemm = cl::GemmRow{.linear = {64, 128, 16, 4, 8, 4}, .conv = {64, 64, 16, 4, 4, 4}};
   t.set_overrides(tuned);
-  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{64, 128, 16, 4, 8, 4}));
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{64, 128, 16, 4, 8, 4})) << "a tuned row without";
+  tuned.tuned_gemm->linear_big = GemmConfig{128, 128, 16, 8, 8, 4};  // 32 × 20 = 640 groups at the GEGLU projection
+  t.set_overrides(tuned);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{128, 128, 16, 8, 8, 4}));
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 1280), (GemmConfig{64, 128, 16, 4, 8, 4})) << "32 × 10 = 320";
+  Tuning radeon_tuned(kRadeon, false);
+  radeon_tuned.set_overrides(tuned);
+  EXPECT_EQ(radeon_tuned.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{128, 128, 16, 8, 8, 4}))
+      << "the default row has none; the tuner's choice brings them";
   // The environment's tile too.
   {
     EnvScope env("SDT_GEMM_TILE", "32,32,16,4,4");

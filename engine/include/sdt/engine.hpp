@@ -239,6 +239,7 @@ struct KernelPaths {
 struct TunedTiles {
   std::string tiles;  // "{tm, tn, tk, wm, wn, vw}"
   double linear_ms = -1, conv_ms = -1;
+  double big_ms = -1;  // the big linear products (the UNet's GEGLU projection)
 };
 struct KernelTuningReport {
   std::string device, driver;
@@ -248,6 +249,8 @@ struct KernelTuningReport {
   std::vector<TunedTiles> candidates;  // the table's own tiles first
   double table_linear_ms = -1, table_conv_ms = -1;  // the table's tiles, from the candidates
   double tuned_linear_ms = -1, tuned_conv_ms = -1;  // the choice
+  // The big linear products on the tiles each row gives them (its linear_big, else its linear tiles).
+  double table_big_ms = -1, tuned_big_ms = -1;
   std::string cache_file;  // where the choice is stored for the engine ("" without a disk cache)
 };
 // Runs the kernel tuner on a device (selector as EngineOptions::device) with weights in `storage`, whatever the
