@@ -222,7 +222,6 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #if A_MODE == 2
   int g_m[A_GATHER], g_iy0[A_GATHER], g_ix0[A_GATHER], g_kl[A_GATHER];
   const int virt_h = in_h << upsample, virt_w = in_w << upsample;
-#pragma unroll
   for (int j = 0; j < A_GATHER; ++j) {
     const int id = tid + j * NT;
     const int ml = id % GEMM_TM;  // consecutive work-items: consecutive pixels
@@ -244,7 +243,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #define LOAD_TILES(k0)                                                                                           \
   do {                                                                                                           \
     LOAD_A(k0);                                                                                                  \
-    _Pragma("unroll") for (int c = 0; c < B_CHUNKS; ++c) {                                                       \
+    for (int c = 0; c < B_CHUNKS; ++c) {                                                                         \
       const int id = tid + c * NT;                                                                               \
       const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                         \
       const int n = n0 + row, k = (k0) + kq * 4;                                                                 \
@@ -254,7 +253,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 
 #if A_MODE == 0
 #define LOAD_A(k0)                                                                                               \
-  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {                                                         \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
     const int id = tid + c * NT;                                                                                 \
     const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                           \
     const int m = m0 + row, k = (k0) + kq * 4;                                                                   \
@@ -262,7 +261,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #elif A_MODE == 1
 #define LOAD_A(k0)                                                                                               \
-  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {                                                         \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
     const int id = tid + c * NT;                                                                                 \
     const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4);                                             \
     const int k = (k0) + kr;                                                                                     \
@@ -271,7 +270,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #else
 #define LOAD_A(k0)                                                                                               \
-  _Pragma("unroll") for (int j = 0; j < A_GATHER; ++j) {                                                         \
+  for (int j = 0; j < A_GATHER; ++j) {                                                                           \
     const int k = (k0) + g_kl[j];                                                                                \
     float v = 0.0f;                                                                                              \
     if (k < k_stop) {                                                                                            \
@@ -298,7 +297,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   // Registers -> local buffer `buf` (As[k][m], Bs[k][n]: the K tile transposed so both fragments are rows).
 #if A_MODE == 0
 #define STORE_A(buf)                                                   \
-  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {               \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                 \
     const int id = tid + c * NT;                                       \
     const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
     As[buf][kq * 4 + 0][row] = a_reg[c].s0;                            \
@@ -308,19 +307,19 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   }
 #elif A_MODE == 1
 #define STORE_A(buf)                                                 \
-  _Pragma("unroll") for (int c = 0; c < A_CHUNKS; ++c) {             \
+  for (int c = 0; c < A_CHUNKS; ++c) {                               \
     const int id = tid + c * NT;                                     \
     const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4); \
     vstore4(a_reg[c], 0, &As[buf][kr][mq * 4]);                      \
   }
 #else
 #define STORE_A(buf) \
-  _Pragma("unroll") for (int j = 0; j < A_GATHER; ++j) As[buf][g_kl[j]][(tid + j * NT) % GEMM_TM] = a_reg[j];
+  for (int j = 0; j < A_GATHER; ++j) As[buf][g_kl[j]][(tid + j * NT) % GEMM_TM] = a_reg[j];
 #endif
 #define STORE_TILES(buf)                                                 \
   do {                                                                   \
     STORE_A(buf);                                                        \
-    _Pragma("unroll") for (int c = 0; c < B_CHUNKS; ++c) {               \
+    for (int c = 0; c < B_CHUNKS; ++c) {                                 \
       const int id = tid + c * NT;                                       \
       const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4); \
       const float4 w = widen_w4(b_reg[c]);                               \
@@ -332,9 +331,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   } while (0)
 
   VEC acc[SW][QF];
-#pragma unroll
   for (int s = 0; s < SW; ++s)
-#pragma unroll
     for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
 
   int buf = 0;
@@ -350,13 +347,9 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     for (int kk = 0; kk < GEMM_TK; ++kk) {
       VEC f[QF];
       float sv[SW];
-#pragma unroll
       for (int q = 0; q < QF; ++q) f[q] = VLOAD(0, &FAST_TILE[buf][kk][(q * RTF + tf) * VW]);
-#pragma unroll
       for (int p = 0; p < QS; ++p) VSTORE(VLOAD(0, &SLOW_TILE[buf][kk][(p * RTS + ts) * VW]), 0, sv + p * VW);
-#pragma unroll
       for (int s = 0; s < SW; ++s)
-#pragma unroll
         for (int q = 0; q < QF; ++q) acc[s][q] += sv[s] * f[q];
     }
     // The other buffer was last read in the previous step, which every work-item has left (the barrier below
@@ -376,11 +369,9 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     // Partial rows are f_end long; a chunk loads as one vector where the rows keep VW alignment.
     const int vec = f_end % VW == 0;
     __global float* mine = partial + split * (M * N);
-#pragma unroll
     for (int s = 0; s < SW; ++s) {
       const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
       if (slow >= s_end) continue;
-#pragma unroll
       for (int q = 0; q < QF; ++q) {
         const int f0 = f_base + (q * RTF + tf) * VW;
         if (f0 >= f_end) continue;
@@ -398,16 +389,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
       return;
     // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together.
     __global volatile const float* sums = partial;
-#pragma unroll
     for (int s = 0; s < SW; ++s)
-#pragma unroll
       for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
     for (int z = 0; z < splits; ++z) {
       VEC t[SW][QF];
-#pragma unroll
       for (int s = 0; s < SW; ++s) {
         const int slow = min(s_base + ((s / VW) * RTS + ts) * VW + s % VW, s_end - 1);
-#pragma unroll
         for (int q = 0; q < QF; ++q) {
           const int f0 = f_base + (q * RTF + tf) * VW;
           __global volatile const float* at = sums + z * (M * N) + slow * f_end + f0;
@@ -424,15 +411,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
           }
         }
       }
-#pragma unroll
       for (int s = 0; s < SW; ++s)
-#pragma unroll
         for (int q = 0; q < QF; ++q) acc[s][q] += t[s][q];
     }
   }
 #endif
   __global float* out = C + c_off + batch * batch_c + (raw_sums ? split * split_stride : 0);
-#pragma unroll
   for (int s = 0; s < SW; ++s) {
     const int slow = s_base + ((s / VW) * RTS + ts) * VW + s % VW;
     if (slow >= s_end) continue;
@@ -440,7 +424,6 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #if A_MODE != 0
     const float bn = (!raw_sums && bias) ? LOAD_BIAS(bias, slow) : 0.0f;
 #endif
-#pragma unroll
     for (int q = 0; q < QF; ++q) {
       const int f0 = f_base + (q * RTF + tf) * VW;
       if (f0 >= f_end) continue;
@@ -448,7 +431,6 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
       VSTORE(acc[s][q], 0, v);
       if (!raw_sums) {
         __global const float* res = residual ? residual + (row - C) + f0 : 0;
-#pragma unroll
         for (int f = 0; f < VW; ++f) {
 #if A_MODE == 0
           const float b = (bias && f0 + f < f_end) ? LOAD_BIAS(bias, f0 + f) : 0.0f;
