@@ -231,6 +231,7 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
   for (std::size_t i = 0; i < products.size(); ++i)
     timed.push_back(make_operands(ctx, products[i], options.storage, 200 + static_cast<std::uint32_t>(i)));
 
+  const bool any_big = std::any_of(products.begin(), products.end(), [](const auto& p) { return p.big; });
   GemmTuneResult result;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (options.cancel && options.cancel->load(std::memory_order_relaxed))
@@ -247,11 +248,9 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
       }
       ctx.set_recording(true);
       double linear_ms = 0, conv_ms = 0, big_ms = 0;
-      bool any_big = false;
       for (const Operands& o : timed) {
         double& family = o.product.big ? big_ms : o.product.mode == GemmMode::Linear ? linear_ms : conv_ms;
         family += time_product(ctx, o, options.runs);
-        any_big = any_big || o.product.big;
       }
       ctx.set_recording(false);
       ctx.collect_timings();
@@ -277,27 +276,22 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
     if (options.progress) options.progress(static_cast<int>(i) + 1, static_cast<int>(candidates.size()));
   }
 
-  auto best = [&](double GemmTuneCandidate::*ms) -> std::optional<GemmConfig> {
+  auto best = [&](double GemmTuneCandidate::*ms) {
     const GemmTuneCandidate* pick = nullptr;
     for (const auto& c : result.candidates)
       if (c.*ms >= 0 && (!pick || c.*ms < pick->*ms)) pick = &c;
-    return pick ? std::optional<GemmConfig>(pick->config) : std::nullopt;
+    return pick;
   };
-  const auto linear = best(&GemmTuneCandidate::linear_ms), conv = best(&GemmTuneCandidate::conv_ms);
+  const GemmTuneCandidate *linear = best(&GemmTuneCandidate::linear_ms), *conv = best(&GemmTuneCandidate::conv_ms);
   if (!linear || !conv)
     throw Error(ErrorKind::Device, "gemm tuner: no tile configuration computed correct products on " + ctx.info().name,
                 "update the GPU driver; the engine keeps the default tiles");
-  result.row = {*linear, *conv};
+  result.row = {linear->config, conv->config};
   // Big tiles only where they beat the linear choice at the big products by kBigTileGain (the engine takes them
   // only for products whose big tiles alone fill the device: GemmRow::big_groups_per_unit).
-  if (const auto big = best(&GemmTuneCandidate::big_ms); big && *big != *linear) {
-    double big_ms = -1, linear_big_ms = -1;
-    for (const auto& c : result.candidates) {
-      if (c.config == *big) big_ms = c.big_ms;
-      if (c.config == *linear) linear_big_ms = c.big_ms;
-    }
-    if (linear_big_ms > 0 && big_ms <= kBigTileGain * linear_big_ms) result.row.linear_big = *big;
-  }
+  if (const GemmTuneCandidate* big = best(&GemmTuneCandidate::big_ms);
+      big && big->config != linear->config && linear->big_ms > 0 && big->big_ms <= kBigTileGain * linear->big_ms)
+    result.row.linear_big = big->config;
   return result;
 }
 

@@ -4,8 +4,9 @@
 // safe default row. For such a device the engine, while it opens, times a handful of tile configurations at
 // SD-Turbo's key products (a few seconds, with progress, cancellable), keeps for each family (linear layers;
 // convolutions: the Winograd convolution's batched products and the direct ones; big linear products, for
-// GemmRow::linear_big) the fastest configuration that computes the same products as the reference loops, installs it as the context's tuned row and stores it
-// beside the kernel binaries, keyed by device, driver and kernel source, so later starts read it back.
+// GemmRow::linear_big) the fastest configuration that computes the same products as the reference loops,
+// installs it as the context's tuned row and stores it beside the kernel binaries, keyed by device, driver and
+// kernel source, so later starts read it back.
 // `sdturbo-bench --tune` runs it on any device and prints the table row to add.
 #pragma once
 

@@ -326,6 +326,12 @@ AttentionTcConfig Tuning::attention_tc(int head_dim, bool emulated) const {
   return std::end(row_->tensor_cores.attention)[-1];
 }
 
+bool Tuning::fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit) const {
+  const std::size_t groups =
+      static_cast<std::size_t>((M + tile_m - 1) / tile_m) * static_cast<std::size_t>((N + tile_n - 1) / tile_n);
+  return groups >= static_cast<std::size_t>(groups_per_unit) * compute_units_;
+}
+
 bool Tuning::fits(int threads, std::size_t local_bytes) const {
   return static_cast<std::size_t>(threads) <= max_work_group_size_ && local_bytes <= local_memory_;
 }
@@ -344,8 +350,7 @@ GemmConfig Tuning::gemm(GemmMode mode, int M, int N) const {
   const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig>& big = row.linear_big;
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
-  const std::size_t groups = static_cast<std::size_t>((M + big->tm - 1) / big->tm) * ((N + big->tn - 1) / big->tn);
-  return groups >= static_cast<std::size_t>(row.big_groups_per_unit) * compute_units_ ? *big : config;
+  return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;
 }
 
 std::optional<GemmConfig> Tuning::deferred_gemm() const {
@@ -397,9 +402,7 @@ TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.
-  const std::size_t big_tiles =
-      static_cast<std::size_t>((M + tc.big.tm - 1) / tc.big.tm) * ((N + tc.big.tn - 1) / tc.big.tn);
-  return big_tiles >= static_cast<std::size_t>(tc.big_groups_per_unit) * compute_units_ ? tc.big : tc.small;
+  return fills_device(M, N, tc.big.tm, tc.big.tn, tc.big_groups_per_unit) ? tc.big : tc.small;
 }
 
 AttentionConfig Tuning::attention(int head_dim) const {

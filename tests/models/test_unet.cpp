@@ -15,6 +15,16 @@
 namespace sdt::test {
 namespace {
 
+// ε of `unet` for one txt2img fixture case, from the case's scaled latents, timestep and text embedding.
+nn::Tensor eps_for_case(const models::UNet2DConditionModel& unet, const nlohmann::json& c) {
+  const FixtureRefs& refs = FixtureRefs::get();
+  cl::Context& ctx = shared_context();
+  const std::string name = c["case"];
+  const nn::Tensor sample = nn::upload(ctx, refs.tensor(name + "_unet_in"), refs.shape(name + "_unet_in"));
+  const nn::Tensor context = nn::upload(ctx, refs.tensor(name + "_text_hidden"), refs.shape(name + "_text_hidden"));
+  return unet(ctx, sample, c["timestep"].get<float>(), context);
+}
+
 class UNetLayouts : public ::testing::TestWithParam<ModelLayout> {};
 
 TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
@@ -25,10 +35,8 @@ TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
   for (const auto& c : refs.txt2img_cases()) {
     const std::string name = c["case"];
     const std::vector<std::int64_t> latent_shape = refs.shape(name + "_unet_in");
-    const nn::Tensor sample = nn::upload(ctx, refs.tensor(name + "_unet_in"), latent_shape);
-    const nn::Tensor context = nn::upload(ctx, refs.tensor(name + "_text_hidden"), refs.shape(name + "_text_hidden"));
     const nn::Tensor latents_init = nn::upload(ctx, refs.tensor(name + "_latents_init"), latent_shape);
-    const nn::Tensor eps = unet(ctx, sample, c["timestep"].get<float>(), context);
+    const nn::Tensor eps = eps_for_case(unet, c);
     ASSERT_EQ(eps.shape, latent_shape);
     const Diff de = report(name + " eps", nn::download(ctx, eps), refs.tensor(name + "_eps"));
     EXPECT_EQ(de.non_finite, 0u) << name;
@@ -77,11 +85,8 @@ TEST(UNet, OneByOneConvolutionProjectionsOfSd1GiveTheFixturesEps) {
   const auto unet = load_fp32<models::UNet2DConditionModel>(files, "unet", files.unet);
   for (const auto& c : refs.txt2img_cases()) {
     const std::string name = c["case"];
-    const std::vector<std::int64_t> latent_shape = refs.shape(name + "_unet_in");
-    const nn::Tensor sample = nn::upload(ctx, refs.tensor(name + "_unet_in"), latent_shape);
-    const nn::Tensor context = nn::upload(ctx, refs.tensor(name + "_text_hidden"), refs.shape(name + "_text_hidden"));
-    const nn::Tensor eps = unet(ctx, sample, c["timestep"].get<float>(), context);
-    ASSERT_EQ(eps.shape, latent_shape);
+    const nn::Tensor eps = eps_for_case(unet, c);
+    ASSERT_EQ(eps.shape, refs.shape(name + "_unet_in"));
     const Diff d =
         report(name + " eps, 1x1-convolution projections", nn::download(ctx, eps), refs.tensor(name + "_eps"));
     EXPECT_EQ(d.non_finite, 0u) << name;
