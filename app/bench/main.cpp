@@ -122,6 +122,9 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     run.stage_ms["host_gap"].push_back(host_ms - t.device_busy_ms);
     // Where the host's time went: enqueueing (with the waits between stages), the last wait, what follows it.
     run.stage_ms["host_enqueue"].push_back(t.host_enqueue_ms);
+    // Of it, the waits at stage boundaries; the rest is the host's own enqueueing (launches and op bookkeeping).
+    run.stage_ms["host_stage_wait"].push_back(t.host_stage_wait_ms);
+    run.stage_ms["host_own_enqueue"].push_back(t.host_enqueue_ms - t.host_stage_wait_ms);
     run.stage_ms["host_wait"].push_back(t.host_wait_ms);
     run.stage_ms["host_after_device"].push_back(t.host_after_device_ms);
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);

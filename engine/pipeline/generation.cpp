@@ -65,6 +65,8 @@ class StageBookkeeping {
       : ctx_(ctx), timings_(timings), on_progress_(on_progress), cancel_(cancel), fences_(ctx) {}
 
   bool cancelled() const { return cancel_ && cancel_->load(std::memory_order_relaxed); }
+  // The host's time spent at stage boundaries waiting for the stage before the last to finish.
+  double stage_wait_ms() const { return fences_.waited_ms(); }
 
   // Before `stage` (for UNet steps: `step` of `steps`) is enqueued: closes the stage that ran, keeps one stage in
   // flight, then throws Error (Cancelled) if the cancel flag is raised, else reports progress.
@@ -275,6 +277,7 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     const PendingOutputs pending = enqueue_output_reads(ctx, request, recorded, counts, result);
     const auto enqueued = Clock::now();
     result.timings.host_enqueue_ms = ms_since(start);
+    result.timings.host_stage_wait_ms = stages.stage_wait_ms();
     // The stages before the last have run (StageFences waited for them): their timings are read now, while the
     // device finishes, rather than after it. The last commands go to the device first: a driver that holds them
     // until a flush would otherwise idle while the host reads.

@@ -1,6 +1,7 @@
 #include "pipeline/stage_timing.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,7 +30,9 @@ void StageFences::mark(const std::string& ended) {
   // Hand the queued work to the device now; some drivers only start on a flush.
   cl::check(clFlush(ctx_.queue()), "clFlush", "stage boundary");
   while (pending_.size() > 1) {
+    const auto start = std::chrono::steady_clock::now();
     ctx_.wait(pending_.front().event.get(), pending_.front().stage);
+    waited_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     ctx_.recorded_finished(pending_.front().launches);
     pending_.pop_front();
   }

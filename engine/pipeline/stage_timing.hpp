@@ -20,6 +20,8 @@ class StageFences {
   // Marks the end of everything enqueued so far, the end of stage `ended`; returns once the previous mark has
   // been passed. The wait is under the context's watchdog (cl::Context::wait).
   void mark(const std::string& ended);
+  // Milliseconds mark() has spent waiting, in all.
+  double waited_ms() const { return waited_ms_; }
 
  private:
   struct Pending {
@@ -29,6 +31,7 @@ class StageFences {
   };
   cl::Context& ctx_;
   std::deque<Pending> pending_;
+  double waited_ms_ = 0;
 };
 
 // Adds the recorded kernel timings to `timings` (text encoder, vae encode, unet step N, vae decode, taesd

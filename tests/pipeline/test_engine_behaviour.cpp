@@ -88,6 +88,9 @@ TEST(Engine, ReportsProgressForEveryStageInOrderAndTimesThem) {
   // The host's clock in its three parts: enqueueing (the stages' kernels, at least their device time minus the last
   // stage's, since the host waits at each stage boundary for the stage before), the last wait, what follows.
   EXPECT_GT(t.host_enqueue_ms, t.text_encoder_ms);
+  // Of the enqueueing, the waits at the stage boundaries (five of them wait here) are a part.
+  EXPECT_GT(t.host_stage_wait_ms, 0);
+  EXPECT_LT(t.host_stage_wait_ms, t.host_enqueue_ms);
   EXPECT_GE(t.host_wait_ms, 0);
   EXPECT_GE(t.host_after_device_ms, 0);
   EXPECT_NEAR(t.host_enqueue_ms + t.host_wait_ms + t.host_after_device_ms, t.total_ms, 1e-6);

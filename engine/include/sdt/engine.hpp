@@ -161,6 +161,9 @@ struct StageTimings {
   // copies out, the NaN checks, the kernels' timings). An enqueue close to total_ms and a short wait: the host's
   // launching bounds the image, not the device.
   double host_enqueue_ms = 0;
+  // The part of host_enqueue_ms spent waiting at stage boundaries for the stage before to finish: the rest is the
+  // host's own work of enqueueing (its launches' cost, which bounds the image once the device is faster).
+  double host_stage_wait_ms = 0;
   double host_wait_ms = 0;
   double host_after_device_ms = 0;
   std::uint64_t peak_device_bytes = 0;
