@@ -58,7 +58,11 @@ const TuningRow kTable[] = {
         // a split product runs slower (UNet 1280 @16x16: 65 TFLOP/s against 81 with the reduce launch) but the
         // 370 launches it saves cost more: tensor cores 51.5 / 30.7 -> 48.9 / 28.5 ms an image, portable 0.7-1 ms
         // better (A/B in one call, 2026-12-03). docs/bench/2026-12-01-k16-*, docs/bench/2026-12-03-fused.
-        .tensor_cores = {.ptx = true, .fused_splitk = true},
+        // The UNet's k×k convolutions (320, 640 and 1280 channels) on 160×64 tiles of 4 warps: 95.9 / 92.1 / 85.1 /
+        // 50.3 TFLOP/s at 64², 32², 16² and 8² against 62.3 / 67.6 / 64.5 / 40.5 on 128×128 (64×64 at 8²), the
+        // UNet 15.75 -> 13.9 ms; the VAE's 512 / 256 / 128 channels keep 128×128 (105.9-149.7 TFLOP/s there, 160×64
+        // 75.7-105.9). Kernel bench and A/B, docs/bench/2026-12-04-evening/call2-conv-tiles.
+        .tensor_cores = {.ptx = true, .conv = TcConfig{160, 64, 2, 2}, .fused_splitk = true},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
         // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one
         // call, 2026-12-03; other shapes: 64 work-items 1.55-2.0 ms, 128 with 8 score rows 1.46). Its 64-key form
@@ -211,6 +215,10 @@ TuningOverrides overrides_from_environment() {
       config_from_env<TcConfig, 4>("SDT_TC_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
         return TcConfig{v[0], v[1], v[2], v[3]};
       });
+  o.tensor_core_conv_tiles =
+      config_from_env<TcConfig, 4>("SDT_TC_CONV_TILE", "tm,tn,warps_m,warps_n", "gemm_tc.cl", [](const auto& v) {
+        return TcConfig{v[0], v[1], v[2], v[3]};
+      });
   if (const char* env = std::getenv("SDT_SPLITK"); env && *env) {
     const std::vector<int> v = parse_ints(env);
     if (v.size() == 3 && v[0] >= 1 && v[1] >= 1 && v[2] >= 1)
@@ -290,6 +298,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.split_k = pick(explicit_.split_k, environment_.split_k);
   effective_.tensor_cores = pick(explicit_.tensor_cores, environment_.tensor_cores);
   effective_.tensor_core_tiles = pick(explicit_.tensor_core_tiles, environment_.tensor_core_tiles);
+  effective_.tensor_core_conv_tiles = pick(explicit_.tensor_core_conv_tiles, environment_.tensor_core_conv_tiles);
   effective_.attention = pick(explicit_.attention, environment_.attention);
   effective_.attention_block_bytes = pick(explicit_.attention_block_bytes, environment_.attention_block_bytes);
   effective_.flash_attention = pick(explicit_.flash_attention, environment_.flash_attention);
@@ -398,6 +407,14 @@ TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
 TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
+  if (mode == GemmMode::Conv && N > 64) {
+    // The row's convolution tile where its rows (output channels) divide the layer's channels, so that no tile
+    // computes padding; an override (SDT_TC_CONV_TILE) wherever the big tile would run.
+    if (const auto& conv = effective_.tensor_core_conv_tiles)
+      if (M > 64 && fits(conv->threads(), conv->local_bytes())) return *conv;
+    if (const auto& conv = tc.conv)
+      if (N % conv->tm == 0 && fits(conv->threads(), conv->local_bytes())) return *conv;
+  }
   if (M <= 64 || N <= 64 || !fits(tc.big.threads(), tc.big.local_bytes())) return tc.small;
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of

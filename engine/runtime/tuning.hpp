@@ -132,8 +132,11 @@ struct GemmRow {
 struct TensorCoreRow {
   // Whether gemm_tc.cl's PTX may run here: the device must also report NVIDIA compute capability 8.0 or later.
   bool ptx = false;
-  TcConfig big{128, 128, 2, 4};  // k×k convolutions, and products whose big tiles alone fill the device
+  TcConfig big{128, 128, 2, 4};  // k×k convolutions (unless `conv`), and products whose big tiles alone fill the device
   TcConfig small{64, 64, 2, 2};  // the rest, and every product with 64 outputs or fewer along an axis
+  // k×k convolutions whose output channels (more than 64) it divides into whole tiles, if set (else `big`, or
+  // `small` at 64 pixels or fewer).
+  std::optional<TcConfig> conv = {};
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;
@@ -221,6 +224,7 @@ struct TuningOverrides {
   std::optional<bool> fused_splitk = {};         // gemm.cl's and gemm_tc.cl's split K summed in the kernel or not
   std::optional<TensorCores> tensor_cores = {};  // the path of products with fp16 weights (fp32 weights: always Off)
   std::optional<TcConfig> tensor_core_tiles = {};
+  std::optional<TcConfig> tensor_core_conv_tiles = {};  // k×k convolutions' tiles (where the row takes `conv`)
   std::optional<AttentionConfig> attention = {};                // flash attention, for heads up to its dc wide
   std::optional<bool> flash_attention = {};                     // false: every attention as blocked products
   std::optional<std::size_t> attention_block_bytes = {};        // the wide-head attention's score block (0: the row's)
@@ -233,7 +237,7 @@ struct TuningOverrides {
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
-// SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
+// SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_TC_CONV_TILE (the same, for k×k convolutions only), SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
 // gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
 // allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),

@@ -76,6 +76,9 @@ constexpr BenchConv kBenchConvs[] = {
     {"vae conv 128 @512x512", 128, 512, 512, 128, 3, 1, true, false},
     {"vae conv_out 128->3 @512x512", 128, 512, 512, 3, 3, 1, true, false},
     {"vae upsample+conv 512 @64->128", 512, 64, 64, 512, 3, 1, true, true},
+    {"taesd conv 64 @512x512", 64, 512, 512, 64, 3, 1, true, false},
+    {"taesd conv 64 @256x256", 64, 256, 256, 64, 3, 1, true, false},
+    {"taesd conv_out 64->3 @512x512", 64, 512, 512, 3, 3, 1, true, false},
 };
 
 }  // namespace
@@ -204,13 +207,23 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
       {"auto", std::nullopt, probed},
       {"no-ldsm", std::nullopt, {0, probed.fused_splitk}},
       {"no-fuse", std::nullopt, {probed.ldmatrix, false}},
-      {"fuse", std::nullopt, {probed.ldmatrix, true}},
       {"64x64", TcConfig{64, 64, 2, 2}, probed},
-      {"128x128/4w", TcConfig{128, 128, 2, 2}, probed},
       {"128x128/8w", TcConfig{128, 128, 2, 4}, probed},
-      {"128x256/8w", TcConfig{128, 256, 2, 4}, probed},
       {"256x128/8w", TcConfig{256, 128, 4, 2}, probed},
+      // Tiles for few rows or pixels: 80 rows cover the text encoder's 77 tokens with one tile (64 take two) and
+      // divide 320, 640 and 1280 channels; so do 160.
+      {"80x64/2w", TcConfig{80, 64, 1, 2}, probed},
+      {"160x64/4w", TcConfig{160, 64, 2, 2}, probed},
+      {"128x64/4w", TcConfig{128, 64, 2, 2}, probed},
+      {"128x64/4w/nf", TcConfig{128, 64, 2, 2}, {probed.ldmatrix, false}},
+      {"64x128/4w", TcConfig{64, 128, 2, 2}, probed},
+      {"256x64/8w", TcConfig{256, 64, 4, 2}, probed},
+      // Few output channels (TAESD's 64, the image's 3): fewer rows, more pixels.
+      {"64x256/8w", TcConfig{64, 256, 2, 4}, probed},
+      {"32x128/4w", TcConfig{32, 128, 1, 4}, probed},
+      {"16x64/2w", TcConfig{16, 64, 1, 2}, probed},
   };
+
   std::printf("  %-36s", "case (TFLOP/s)");
   for (const auto& v : variants) std::printf(" %11s", v.name);
   std::printf("\n");

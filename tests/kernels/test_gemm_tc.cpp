@@ -185,6 +185,7 @@ std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, 
 
 const TcConfig kBig{128, 128, 2, 4};
 const TcConfig kSmall{64, 64, 2, 2};
+const TcConfig kConv160{160, 64, 2, 2};  // NVIDIA's convolution tile: 80 rows (5 mma tiles) per warp
 
 }  // namespace
 
@@ -245,9 +246,9 @@ TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
   check_conv("vae-conv-out-128->3-slice", conv(128, 16, 512, 3, 3, 1, 1), 518);
 }
 
-TEST(TensorCores, MatchFp16ReferenceAtOddShapesInBothTileConfigurations) {
+TEST(TensorCores, MatchFp16ReferenceAtOddShapesInEveryTileConfiguration) {
   REQUIRE_TENSOR_CORES();
-  for (const TcConfig& config : {kBig, kSmall}) {
+  for (const TcConfig& config : {kBig, kSmall, kConv160}) {
     PathScope ptx(TensorCores::Ptx, config);
     SCOPED_TRACE(config.defines());
     check_linear({"odd", 13, 127, 37}, 520);
@@ -292,7 +293,7 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
         nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
     SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
-    for (const TcConfig& config : {kBig, kSmall}) {
+    for (const TcConfig& config : {kBig, kSmall, kConv160}) {
       PathScope ptx(TensorCores::Ptx, config);
       check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 550);
       check_linear({"odd", 13, 127, 37}, 551);
@@ -330,9 +331,17 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
     check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 605);
     check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 608);
   }
-  PathScope emulated(TensorCores::Emulated, kBig);
-  check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 606);
-  check_conv("8-warps", conv(40, 12, 13, 130, 3, 1, 1), 607, true);
+  {
+    PathScope emulated(TensorCores::Emulated, kBig);
+    check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 606);
+    check_conv("8-warps", conv(40, 12, 13, 130, 3, 1, 1), 607, true);
+  }
+  // The convolution tile of 160 rows (5 mma tiles a warp): channels that fill its tiles and channels that do not
+  // (330 = 2 × 160 + 10), one K slice and several.
+  PathScope emulated(TensorCores::Emulated, kConv160);
+  check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 609, true);
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+  check_conv("160-rows-split", conv(24, 9, 8, 160, 3, 1, 1), 613, true);
 }
 
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
@@ -365,12 +374,15 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   EXPECT_FALSE((TcConfig{128, 128, 3, 4}.valid()));  // 128 rows do not split over 3 warps
   EXPECT_FALSE((TcConfig{16, 128, 2, 4}.valid()));   // 8 rows per warp: less than one mma tile
   auto& ctx = test::kernel_context();
-  // k×k convolutions take 128×128 tiles unless an axis has 64 outputs or fewer; linear layers only when the
-  // tiles alone fill the device twice over.
+  EXPECT_TRUE(kConv160.valid());
+  // k×k convolutions take the row's convolution tile where its rows divide the channels, else 128×128 tiles unless
+  // an axis has 64 outputs or fewer; linear layers take 128×128 only when the tiles alone fill the device twice over.
   PathScope automatic(std::nullopt);
   const int units = static_cast<int>(ctx.info().compute_units);
-  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 256, 1280), kBig);
-  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), kSmall);
+  const std::optional<TcConfig> conv_tile = ctx.tuning().row().tensor_cores.conv;
+  const bool divides = conv_tile && 1280 % conv_tile->tm == 0;
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 256, 1280), divides ? *conv_tile : kBig);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), divides ? *conv_tile : kSmall);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), kSmall);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall);

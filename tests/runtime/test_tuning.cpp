@@ -202,10 +202,20 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
 
 TEST(Tuning, TensorCoreTilesFollowTheShape) {
   const Tuning h200(kH200, true);
-  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2};
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), small);   // 64 pixels
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), small);  // conv_out
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2};
+  // The UNet's convolutions: 160-row tiles divide 320, 640 and 1280 channels (at 8×8 too); the VAE's 512, 256 and
+  // 128 channels take 128×128; 64 channels or fewer the small tiles.
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), conv);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 32 * 32, 640), conv);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), conv);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 512), big);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 128), big);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 16 * 16, 1000), big);    // 1000 channels: 6.25 tiles of 160
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1000), small);    // 64 pixels
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64), small);  // TAESD
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), small);   // conv_out
+  // A row without a convolution tile (any other GPU's) keeps 128×128 for them.
+  EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big);    // 32 × 20 tiles ≥ 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small);   // 32 × 3 tiles < 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), small);
@@ -272,6 +282,19 @@ TEST(Tuning, ExplicitOverridesWinOverTheEnvironmentWhichWinsOverTheTable) {
 
 TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRules) {
   {
+    // The convolutions' tile alone: every k×k convolution with more than 64 pixels and channels takes it, whatever
+    // its channels; linear layers and 1×1 convolutions keep the row's.
+    EnvScope tc_conv("SDT_TC_CONV_TILE", "128,64,2,2");
+    const cl::TuningOverrides o = cl::overrides_from_environment();
+    EXPECT_EQ(o.tensor_core_conv_tiles, (TcConfig{128, 64, 2, 2}));
+    const Tuning h200(kH200, true, o);
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 512), (TcConfig{128, 64, 2, 2}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), (TcConfig{128, 64, 2, 2}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), (TcConfig{160, 64, 2, 2})) << "the row's";
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), (TcConfig{64, 64, 2, 2}));
+  }
+  {
     EnvScope gemm("SDT_GEMM_TILE", "32,32,16,4,4");
     EnvScope first("SDT_FIRST_GEMM_TILE", "64,64,16,4,4");
     EnvScope tc("SDT_TC_TILE", "64,64,2,2");
@@ -305,6 +328,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope gemm("SDT_GEMM_TILE", "64,64,16,3,4");         // 3 is not a vector width
     EnvScope first("SDT_FIRST_GEMM_TILE", "128,64,8,8,4");  // K steps of 8 leave 256 work-items half a chunk
     EnvScope tc("SDT_TC_TILE", "128,128,3");                // too few values
+    EnvScope tc_conv("SDT_TC_CONV_TILE", "128,64,3,2");     // 128 rows do not split over 3 warps
     EnvScope att("SDT_ATT_TILE", "");
     EnvScope on("SDT_TENSOR_CORES", "1");
     EnvScope split("SDT_SPLITK", "8,0,4");  // a slice of no K steps
@@ -315,6 +339,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_FALSE(o.gemm);
     EXPECT_FALSE(o.deferred_gemm);
     EXPECT_FALSE(o.tensor_core_tiles);
+    EXPECT_FALSE(o.tensor_core_conv_tiles);
     EXPECT_FALSE(o.attention);
     EXPECT_FALSE(o.tensor_cores);
   }
