@@ -77,7 +77,9 @@ TEST(GemmTuner, BigLinearTilesAreKeptOnlyWhereTheyWinAtTheBigProducts) {
   // most kBigTileGain of its time there.
   const bool keep = fastest_big != linear && fastest_big->big_ms <= nn::kBigTileGain * linear->big_ms;
   ASSERT_EQ(r.row.linear_big.has_value(), keep) << "big " << a.big_ms << " / " << b.big_ms;
-  if (keep) EXPECT_EQ(*r.row.linear_big, fastest_big->config);
+  if (keep) {
+    EXPECT_EQ(*r.row.linear_big, fastest_big->config);
+  }
   EXPECT_EQ(nn::gemm_row_text(r.row).find(".linear_big = GemmConfig{") != std::string::npos, keep)
       << nn::gemm_row_text(r.row);
 }

@@ -257,7 +257,9 @@ TEST(Profiling, TimesReadBeforeTheQueueEndsAreReturnedWithTheRest) {
     EXPECT_EQ(timings[i].stage, stages[i]) << i;
     EXPECT_EQ(timings[i].kernel, "fill_f32");
     EXPECT_GE(timings[i].duration_ms, 0.0);
-    if (i > 0) EXPECT_GE(timings[i].start_ms, timings[i - 1].start_ms) << "an in-order queue: " << i;
+    if (i > 0) {
+      EXPECT_GE(timings[i].start_ms, timings[i - 1].start_ms) << "an in-order queue: " << i;
+    }
   }
   EXPECT_EQ(timings[0].start_ms, 0.0) << "times count from the first launch";
   EXPECT_TRUE(ctx->collect_timings().empty()) << "collected once";
