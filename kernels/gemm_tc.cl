@@ -88,9 +88,10 @@
 #if WTM % 16 != 0 || WTN % 8 != 0 || TC_TM % TC_WARPS_M != 0 || TC_TN % TC_WARPS_N != 0
 #error "each warp's tile must be a whole number of 16x8 mma tiles"
 #endif
+#define SUM_CHUNKS (TC_TM * TC_TN / (4 * NTHREADS))  // 4-col chunks of the tile each work-item sums
 #if FUSED_SPLITK && (TC_TN % 4 != 0 || (TC_TM * TC_TN) % (4 * NTHREADS) != 0 || \
-                     ((TC_TM * TC_TN) / (4 * NTHREADS) > 8 && ((TC_TM * TC_TN) / (4 * NTHREADS)) % 8 != 0))
-#error "the fused split-K sum takes whole 4-col chunks of the tile, the same number per work-item, 8 at a time"
+                     (SUM_CHUNKS > 8 && SUM_CHUNKS % 8 != 0 && SUM_CHUNKS % 5 != 0 && SUM_CHUNKS % 4 != 0))
+#error "the fused split-K sum takes whole 4-col chunks of the tile, the same number per work-item, at most 8 at a time"
 #endif
 #if LDSM_MODE && WTN % 16 != 0
 #error "ldmatrix loads the B fragments of two 16x8 tiles at a time"
@@ -419,10 +420,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   const int rows0 = A_MODE == 0 ? m0 : n0, cols0 = A_MODE == 0 ? n0 : m0;
   const int row_end = A_MODE == 0 ? M : N, col_end = A_MODE == 0 ? N : M;  // partial rows are col_end long
   const int vec = col_end % 4 == 0;
-#define SUM_CHUNKS (TC_TM * TC_TN / (4 * NTHREADS))
-  // At most 8 chunks (64 registers of sums and loads) per pass: the whole tile's at once would raise the
-  // kernel's register count for its main loop too.
-#define SUM_PASS (SUM_CHUNKS < 8 ? SUM_CHUNKS : 8)
+  // At most 8 chunks (64 registers of sums and loads) per pass, a divisor of the work-item's chunks (20 on the
+  // 160×64 tiles: 5 a pass): the whole tile's at once would raise the kernel's register count for its main loop too.
+#define SUM_PASS (SUM_CHUNKS <= 8 ? SUM_CHUNKS : SUM_CHUNKS % 8 == 0 ? 8 : SUM_CHUNKS % 5 == 0 ? 5 : 4)
   for (int c0 = 0; c0 < SUM_CHUNKS; c0 += SUM_PASS) {
     float4 total[SUM_PASS];
     for (int c = 0; c < SUM_PASS; ++c) total[c] = (float4)(0.0f);

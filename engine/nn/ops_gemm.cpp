@@ -142,7 +142,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // Split K summed in the kernel: a program of its own, only for split products (the PTX built above, so it builds
   // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
   bool fused = false;
-  if (splits > 1 && features.fused_splitk)
+  if (splits > 1 && features.fused_splitk && ctx.tuning().fused_splitk_for(config))
     if (cl_kernel summing = summing_kernel(ctx, "gemm_tc", options(true), config.threads())) {
       kernel = summing;
       fused = true;

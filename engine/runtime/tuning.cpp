@@ -62,7 +62,12 @@ const TuningRow kTable[] = {
         // 50.3 TFLOP/s at 64², 32², 16² and 8² against 62.3 / 67.6 / 64.5 / 40.5 on 128×128 (64×64 at 8²), the
         // UNet 15.75 -> 13.9 ms; the VAE's 512 / 256 / 128 channels keep 128×128 (105.9-149.7 TFLOP/s there, 160×64
         // 75.7-105.9). Kernel bench and A/B, docs/bench/2026-12-04-evening/call2-conv-tiles.
-        .tensor_cores = {.ptx = true, .conv = TcConfig{160, 64, 2, 2}, .fused_splitk = true},
+        // Their split products keep the reduce launch: summed in the kernel (20 chunks of 4 columns a work-item)
+        // the UNet took 15.2 ms against 14.05 (A/B, call4-fused-160).
+        .tensor_cores = {.ptx = true,
+                         .conv = TcConfig{160, 64, 2, 2},
+                         .fused_splitk = true,
+                         .conv_fused_splitk = false},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
         // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one
         // call, 2026-12-03; other shapes: 64 work-items 1.55-2.0 ms, 128 with 8 score rows 1.46). Its 64-key form
@@ -308,6 +313,12 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tuned_gemm = pick(explicit_.tuned_gemm, environment_.tuned_gemm);
   effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
   effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
+}
+
+bool Tuning::fused_splitk_for(const TcConfig& tile) const {
+  if (effective_.tensor_core_features || effective_.fused_splitk) return true;
+  const TensorCoreRow& tc = row_->tensor_cores;
+  return tc.conv_fused_splitk || !tc.conv || tile != *tc.conv;
 }
 
 TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {

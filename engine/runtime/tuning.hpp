@@ -140,6 +140,8 @@ struct TensorCoreRow {
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;
+  // The same for the `conv` tile's split products (where fused_splitk is on).
+  bool conv_fused_splitk = true;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -312,6 +314,9 @@ class Tuning {
   // What gemm_tc uses: the override, else the probed ldmatrix mode (0 for the emulated kernel or before the
   // probe) and the row's fused split-K choice.
   TensorCoreFeatures tensor_core_features(bool ptx) const;
+  // Whether split products on `tile` may sum their slices in the kernel: false for the row's convolution tile where
+  // the row says so (TensorCoreRow::conv_fused_splitk), unless an override sets the sum (tests, SDT_FUSED_SPLITK).
+  bool fused_splitk_for(const TcConfig& tile) const;
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

@@ -176,9 +176,16 @@ std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, 
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) {
       o.tensor_core_features = nn::detail::TensorCoreFeatures{ldmatrix, fused};
     });
+    ctx.set_recording(true, false);
+    (void)ctx.collect_timings();
     const nn::Tensor y =
         conv ? nn::conv2d(ctx, x, w.tensor, &b.tensor, 1, 1) : nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU);
     out[fused ? 0 : 1] = nn::download(ctx, y);
+    // Which sum ran: a summing program that failed to build would fall back to the reduce launch unseen.
+    bool reduce_launched = false;
+    for (const auto& t : ctx.collect_timings()) reduce_launched |= t.kernel == "gemm_splitk_reduce";
+    ctx.set_recording(false);
+    EXPECT_EQ(reduce_launched, !fused) << (fused ? "the summing program did not run" : "no reduce launch");
   }
   return {out[0], out[1]};
 }
@@ -356,10 +363,12 @@ TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
 }
 
 TEST(TensorCoreTiles, FusedSplitKSumIsTheReduceKernelsBitForBit) {
-  for (const TcConfig& tile : {kSmall, kBig}) {
+  // (The 160×64 tile sums 20 chunks a work-item, 5 a pass; it runs the convolutions only.)
+  for (const TcConfig& tile : {kSmall, kBig, kConv160}) {
     PathScope emulated(TensorCores::Emulated, tile);
     for (bool aligned : {false, true})
       for (bool conv : {false, true}) {
+        if (tile == kConv160 && !conv) continue;
         const auto [fused, reduced] = fused_and_reduced(5, conv, false, aligned);
         ASSERT_EQ(fused.size(), reduced.size());
         EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear") << (aligned ? ", aligned rows" : "") << ", tile "

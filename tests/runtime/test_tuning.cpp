@@ -216,6 +216,13 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), small);   // conv_out
   // A row without a convolution tile (any other GPU's) keeps 128×128 for them.
   EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
+  // NVIDIA's convolution tile keeps the reduce launch for split K (measured faster); the other tiles sum in the
+  // kernel; an override of the sum wins.
+  EXPECT_FALSE(h200.fused_splitk_for(conv));
+  EXPECT_TRUE(h200.fused_splitk_for(big));
+  EXPECT_TRUE(h200.fused_splitk_for(small));
+  EXPECT_TRUE(Tuning(kH200, true, {.fused_splitk = true}).fused_splitk_for(conv));
+  EXPECT_TRUE(Tuning(kH200, true, {.tensor_core_features = cl::TensorCoreFeatures{0, true}}).fused_splitk_for(conv));
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big);    // 32 × 20 tiles ≥ 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small);   // 32 × 3 tiles < 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), small);
