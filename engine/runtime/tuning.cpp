@@ -64,8 +64,11 @@ const TuningRow kTable[] = {
         // 75.7-105.9). Kernel bench and A/B, docs/bench/2026-12-04-evening/call2-conv-tiles.
         // Their split products keep the reduce launch: summed in the kernel (20 chunks of 4 columns a work-item)
         // the UNet took 15.2 ms against 14.05 (A/B, call4-fused-160).
+        // The images' 3-channel convolutions (VAE and TAESD) on 16×64 tiles of 2 warps: 6.0-6.1 TFLOP/s against
+        // 3.9-4.1 on 64×64, which compute 61 padding rows (kernel bench, call3-conv-row).
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
+                         .narrow = TcConfig{16, 64, 1, 2},
                          .fused_splitk = true,
                          .conv_fused_splitk = false},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
@@ -418,6 +421,8 @@ TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
 TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
+  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits(tc.narrow->threads(), tc.narrow->local_bytes()))
+    return *tc.narrow;
   if (mode == GemmMode::Conv && N > 64) {
     // The row's convolution tile where its rows (output channels) divide the layer's channels, so that no tile
     // computes padding; an override (SDT_TC_CONV_TILE) wherever the big tile would run.

@@ -137,6 +137,8 @@ struct TensorCoreRow {
   // k×k convolutions whose output channels (more than 64) it divides into whole tiles, if set (else `big`, or
   // `small` at 64 pixels or fewer).
   std::optional<TcConfig> conv = {};
+  // k×k convolutions with at most its rows of output channels (an image's 3), if set (else `small`).
+  std::optional<TcConfig> narrow = {};
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;

@@ -193,6 +193,7 @@ std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, 
 const TcConfig kBig{128, 128, 2, 4};
 const TcConfig kSmall{64, 64, 2, 2};
 const TcConfig kConv160{160, 64, 2, 2};  // NVIDIA's convolution tile: 80 rows (5 mma tiles) per warp
+const TcConfig kNarrow{16, 64, 1, 2};    // NVIDIA's tile for 3-channel images: one mma tile of rows per warp
 
 }  // namespace
 
@@ -255,7 +256,7 @@ TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
 
 TEST(TensorCores, MatchFp16ReferenceAtOddShapesInEveryTileConfiguration) {
   REQUIRE_TENSOR_CORES();
-  for (const TcConfig& config : {kBig, kSmall, kConv160}) {
+  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow}) {
     PathScope ptx(TensorCores::Ptx, config);
     SCOPED_TRACE(config.defines());
     check_linear({"odd", 13, 127, 37}, 520);
@@ -300,7 +301,7 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
         nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
     SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
-    for (const TcConfig& config : {kBig, kSmall, kConv160}) {
+    for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow}) {
       PathScope ptx(TensorCores::Ptx, config);
       check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 550);
       check_linear({"odd", 13, 127, 37}, 551);
@@ -351,6 +352,14 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
   check_conv("160-rows-split", conv(24, 9, 8, 160, 3, 1, 1), 613, true);
 }
 
+TEST(TensorCoreTiles, EmulatedNarrowTileMatchesFp16Reference) {
+  // 16 rows of 2 warps: an image's 3 channels (a tile of padding rows but 3) and channels that fill it and more.
+  PathScope emulated(TensorCores::Emulated, kNarrow);
+  check_conv("narrow-image", conv(24, 13, 19, 3, 3, 1, 1), 614, true);
+  check_conv("narrow-17", conv(40, 9, 8, 17, 3, 1, 1), 615);
+  check_linear({"narrow-linear", 70, 96, 20, true, Act::GELU, true}, 616);
+}
+
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
   PathScope emulated(TensorCores::Emulated, kSmall);
   for (int splits : {3, 40}) {
@@ -384,6 +393,7 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   EXPECT_FALSE((TcConfig{16, 128, 2, 4}.valid()));   // 8 rows per warp: less than one mma tile
   auto& ctx = test::kernel_context();
   EXPECT_TRUE(kConv160.valid());
+  EXPECT_TRUE(kNarrow.valid());
   // k×k convolutions take the row's convolution tile where its rows divide the channels, else 128×128 tiles unless
   // an axis has 64 outputs or fewer; linear layers take 128×128 only when the tiles alone fill the device twice over.
   PathScope automatic(std::nullopt);
@@ -392,7 +402,8 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   const bool divides = conv_tile && 1280 % conv_tile->tm == 0;
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 256, 1280), divides ? *conv_tile : kBig);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), divides ? *conv_tile : kSmall);
-  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), kSmall);
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3),
+            ctx.tuning().row().tensor_cores.narrow.value_or(kSmall));
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall);
 }

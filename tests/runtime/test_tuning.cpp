@@ -202,7 +202,7 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
 
 TEST(Tuning, TensorCoreTilesFollowTheShape) {
   const Tuning h200(kH200, true);
-  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2};
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2}, narrow{16, 64, 1, 2};
   // The UNet's convolutions: 160-row tiles divide 320, 640 and 1280 channels (at 8×8 too); the VAE's 512, 256 and
   // 128 channels take 128×128; 64 channels or fewer the small tiles.
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), conv);
@@ -213,7 +213,10 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 16 * 16, 1000), big);    // 1000 channels: 6.25 tiles of 160
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1000), small);    // 64 pixels
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64), small);  // TAESD
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), small);   // conv_out
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), narrow);  // the image's conv_out
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 16), narrow);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 17), small);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 3), small);     // a linear layer: not a convolution
   // A row without a convolution tile (any other GPU's) keeps 128×128 for them.
   EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
   // NVIDIA's convolution tile keeps the reduce launch for split K (measured faster); the other tiles sum in the
