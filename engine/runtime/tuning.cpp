@@ -421,17 +421,16 @@ TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
 TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
-  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits(tc.narrow->threads(), tc.narrow->local_bytes()))
-    return *tc.narrow;
+  const auto fits_tile = [this](const TcConfig& c) { return fits(c.threads(), c.local_bytes()); };
+  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits_tile(*tc.narrow)) return *tc.narrow;
   if (mode == GemmMode::Conv && N > 64) {
     // The row's convolution tile where its rows (output channels) divide the layer's channels, so that no tile
     // computes padding; an override (SDT_TC_CONV_TILE) wherever the big tile would run.
-    if (const auto& conv = effective_.tensor_core_conv_tiles)
-      if (M > 64 && fits(conv->threads(), conv->local_bytes())) return *conv;
-    if (const auto& conv = tc.conv)
-      if (N % conv->tm == 0 && fits(conv->threads(), conv->local_bytes())) return *conv;
+    const auto& forced = effective_.tensor_core_conv_tiles;
+    if (forced && M > 64 && fits_tile(*forced)) return *forced;
+    if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
   }
-  if (M <= 64 || N <= 64 || !fits(tc.big.threads(), tc.big.local_bytes())) return tc.small;
+  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return tc.small;
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.

@@ -132,7 +132,8 @@ struct GemmRow {
 struct TensorCoreRow {
   // Whether gemm_tc.cl's PTX may run here: the device must also report NVIDIA compute capability 8.0 or later.
   bool ptx = false;
-  TcConfig big{128, 128, 2, 4};  // k×k convolutions (unless `conv`), and products whose big tiles alone fill the device
+  // k×k convolutions (but those of `conv` and `narrow`), and products whose big tiles alone fill the device
+  TcConfig big{128, 128, 2, 4};
   TcConfig small{64, 64, 2, 2};  // the rest, and every product with 64 outputs or fewer along an axis
   // k×k convolutions whose output channels (more than 64) it divides into whole tiles, if set (else `big`, or
   // `small` at 64 pixels or fewer).
@@ -241,8 +242,9 @@ struct TuningOverrides {
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
-// SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_TC_CONV_TILE (the same, for k×k convolutions only), SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on
-// gemm.cl) or =emulated (gemm_tc.cl without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
+// SDT_TC_TILE="tm,tn,warps_m,warps_n", SDT_TC_CONV_TILE (the same, for k×k convolutions only),
+// SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl
+// without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
 // allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),
 // SDT_WINOGRAD_F16="4,call", "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are
