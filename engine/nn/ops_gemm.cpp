@@ -3,6 +3,7 @@
 // A convolution is an implicit GEMM: M = output pixels, N = output channels, K = C·k·k, the weight [O, C, k, k]
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
+#include <atomic>
 
 #include "nn/ops_internal.hpp"
 #include "base/log.hpp"
@@ -179,6 +180,14 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
       limit < static_cast<std::size_t>(config.threads())) {
+    // The driver runs this program in smaller work-groups than its tile needs (NVIDIA's reports 256 for gemm.cl
+    // tiles of 320 work-items: docs/bench/2026-12-04-late/call2-work-group-limit): the fallback tiles, which a
+    // table row or an experiment should not take unawares, so it is said (once a process).
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      log::get("engine")->warn("gemm.cl tiles {} need {} work-items; the driver runs that program with at most {}: "
+                               "taking the fallback tiles",
+                               config.defines(), config.threads(), limit);
     config = cl::Tuning::gemm_fallback(limit);
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   }

@@ -7,12 +7,18 @@
 // batched product alone. Each case runs once to warm up, then kRuns times.
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include "kernel_test_util.hpp"
 #include "nn/gemm_tuner.hpp"
 #include "nn/ops_internal.hpp"
+#include "runtime/program_cache.hpp"
 
 using namespace sdt;
 using nn::DType;
@@ -111,6 +117,19 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
   // Winograd convolutions' batched products (VAE 512 channels at 128×128: F(4×4) and F(2×2)), for each tile
   // configuration the tuner would try and a few more. The engine's choice is marked.
   auto& ctx = test::kernel_context();
+  // SDT_BENCH_GEMM_SOURCE=file: that file as gemm.cl, prelude (common.cl) included, for this test (a kernel variant measured beside the landed
+  // one in the same device call; the tuner's correctness check still runs on it).
+  std::optional<std::string> variant;
+  if (const char* path = std::getenv("SDT_BENCH_GEMM_SOURCE"); path && *path) {
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << "SDT_BENCH_GEMM_SOURCE: cannot read " << path;
+    variant = std::string(std::istreambuf_iterator<char>(in), {});
+    std::printf("  gemm.cl replaced by %s\n", path);
+  }
+  cl::set_source_override("gemm", variant);
+  struct Restore {
+    ~Restore() { cl::set_source_override("gemm", std::nullopt); }
+  } restore;
   struct Product {
     const char* name;
     nn::GemmTuneProduct p;
@@ -118,6 +137,9 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
   const Product products[] = {
       {"linear 4096x320->2560 (GEGLU proj)", {cl::GemmMode::Linear, 4096, 2560, 320, 1}},
       {"linear 4096x1280->320 (ff out)", {cl::GemmMode::Linear, 4096, 320, 1280, 1}},
+      {"linear 4096x320->320 (attn q/k/v/out)", {cl::GemmMode::Linear, 4096, 320, 320, 1}},
+      {"linear 1024x640->640 (attn 32x32)", {cl::GemmMode::Linear, 1024, 640, 640, 1}},
+      {"linear 1024x2560->640 (ff out 32x32)", {cl::GemmMode::Linear, 1024, 640, 2560, 1}},
       {"linear 1024x640->5120 (GEGLU proj 32x32)", {cl::GemmMode::Linear, 1024, 5120, 640, 1}},
       {"wino F4 batch: vae 512 @128x128", {cl::GemmMode::Conv1x1, 1024, 512, 512, 36}},
       {"wino F2 batch: vae 512 @128x128", {cl::GemmMode::Conv1x1, 4096, 512, 512, 16}},
@@ -131,7 +153,18 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
         extra.local_bytes() <= ctx.info().local_memory &&
         std::find(configs.begin(), configs.end(), extra) == configs.end())
       configs.push_back(extra);
+  // SDT_BENCH_SPLITS="1,2,3": each product at these K slices too (0 or unset: the row's split rule alone).
+  std::vector<int> split_counts = {0};
+  if (const char* env = std::getenv("SDT_BENCH_SPLITS"); env && *env) {
+    split_counts.clear();
+    std::stringstream list(env);
+    for (std::string item; std::getline(list, item, ',');) split_counts.push_back(std::atoi(item.c_str()));
+  }
+  for (int splits : split_counts)
   for (DType storage : {DType::F16, DType::F32}) {
+    test::TuningScope split_scope(ctx, [&](cl::TuningOverrides& o) {
+      if (splits > 0) o.gemm_splits = splits;
+    });
     nn::GemmTuneOptions options;
     options.candidates = configs;
     options.storage = storage;
@@ -140,9 +173,19 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
       options.products = {product.p};
       const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
       const double flops = 2.0 * product.p.M * product.p.N * product.p.K * product.p.batch;
-      std::printf("  %s, %s weights (GFLOP %.1f):\n", product.name, test::storage_name(storage), flops * 1e-9);
+      std::printf("  %s, %s weights (GFLOP %.1f), K slices: %s:\n", product.name, test::storage_name(storage),
+                  flops * 1e-9, splits > 0 ? std::to_string(splits).c_str() : "the row's rule");
       for (const auto& c : r.candidates) {
         const double ms = product.p.mode == cl::GemmMode::Linear ? c.linear_ms : c.conv_ms;
+        // The driver's work-group limit for this tile's program (below its work-items, gemm.cl runs fallback tiles).
+        const std::string program = c.config.defines() + " -DA_MODE=" +
+                                    std::to_string(static_cast<int>(product.p.mode)) + " -DWEIGHT_HALF=" +
+                                    (storage == DType::F16 ? "1" : "0") + " -DBIAS_HALF=" +
+                                    (storage == DType::F16 ? "1" : "0");
+        const std::size_t limit = ctx.work_group_limit(ctx.kernel("gemm", "gemm", program));
+        if (limit < static_cast<std::size_t>(c.config.threads()))
+          std::printf("    (the driver allows %zu work-items for the next one's program: it ran fallback tiles)\n",
+                      limit);
         // The tile the engine takes for this product (the row's, or its big linear tiles where they fill the GPU).
         const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N);
         std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
