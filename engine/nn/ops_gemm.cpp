@@ -4,6 +4,7 @@
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "nn/ops_internal.hpp"
 #include "base/log.hpp"
@@ -176,7 +177,9 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  GemmConfig config = ctx.tuning().gemm(p.mode, p.M, p.N);
+  GemmConfig config = ctx.tuning().gemm(p.mode, p.M, p.N, p.K);
+  // A long-K product on the row's big tiles takes the row's slices for them (GemmRow::long_k).
+  std::optional<int> long_k_splits = ctx.tuning().long_k_splits(p.mode, p.M, p.N, p.K);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
   if (const std::size_t limit = ctx.work_group_limit(kernel);
       limit < static_cast<std::size_t>(config.threads())) {
@@ -190,14 +193,16 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
                                config.defines(), config.threads(), limit);
     config = cl::Tuning::gemm_fallback(limit);
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
+    long_k_splits.reset();
   }
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
   const int steps = (p.K + config.tk - 1) / config.tk;
   const bool raw = p.raw_splits > 0;
   const int splits = raw           ? std::clamp(p.raw_splits, 1, std::max(1, steps))
-                     : p.batch > 1 ? 1
-                                   : ctx.tuning().gemm_splits(m_groups * n_groups, p.K, config.tk);
+                     : p.batch > 1   ? 1
+                     : long_k_splits ? *long_k_splits
+                                     : ctx.tuning().gemm_splits(m_groups * n_groups, p.K, config.tk);
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(config.tk)));
   const bool m_fast = p.mode != GemmMode::Linear;

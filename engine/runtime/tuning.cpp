@@ -46,12 +46,20 @@ const TuningRow kTable[] = {
         // linear_big: 128×64 tiles of 8×4 (two work-groups an SM) for the linear products of 528 or more of them
         // (the UNet's GEGLU projections at 64×64 and 32×32, the VAE attention's q/k/v): 33.7 / 34.9 TFLOP/s with
         // fp16 weights and 31.2 / 32.5 with fp32 at the GEGLU projections against 28.2 / 29.0 and 28.1 / 28.7 on
-        // 64×64 (kernel bench, 2026-12-04 afternoon); the feed-forward out product (160 of them) stays at 64×64
-        // (23.5 against 20.1).
+        // 64×64 (kernel bench, 2026-12-04 afternoon). long_k: linear products of K ≥ 640 and ≥ 1024 rows whose
+        // 128×64 tiles are one round or less (two an SM: 264) take them too, split to fill their last round to 90 %:
+        // the UNet's feed-forward out product at 64×64 (160 tiles, 3 slices) 22.8 -> 27.5 TFLOP/s with fp16 weights,
+        // at 32×32 (80 tiles, 3 slices) 22.0 -> 28.8, its attention out product at 32×32 17.0 -> 18.3; 6 slices at
+        // 80 tiles (two rounds) 27.3 and 15.8. UNet -0.43 ms (fp16) / -0.47 (fp32), A/B in one call.
+        // docs/bench/2026-12-04-late.
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
                  .linear_big = GemmConfig{128, 64, 16, 8, 4, 4},
                  .big_groups_per_unit = 4,
+                 .long_k = 640,
+                 .long_k_rows = 1024,
+                 .big_resident_per_unit = 2,
+                 .long_k_fill = 0.9,
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
         // 64 keys, 46 with 2 warps, 42 with 8). Split K summed in the kernels (membar.gl), gemm_tc's and gemm.cl's:
@@ -367,13 +375,39 @@ GemmConfig Tuning::gemm(GemmMode mode) const {
   return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
 }
 
-GemmConfig Tuning::gemm(GemmMode mode, int M, int N) const {
+GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K) const {
   const GemmConfig config = gemm(mode);
   if (mode != GemmMode::Linear || effective_.gemm || (steady_path_deferred_ && deferred_gemm())) return config;
   const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig>& big = row.linear_big;
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
+  if (long_k_splits(mode, M, N, K)) return *big;
   return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;
+}
+
+std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) const {
+  if (mode != GemmMode::Linear || effective_.gemm || effective_.gemm_splits ||
+      (steady_path_deferred_ && deferred_gemm()))
+    return std::nullopt;
+  const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
+  const std::optional<GemmConfig>& big = row.linear_big;
+  if (!row.long_k || K < row.long_k || M < row.long_k_rows || !big || !fits(big->threads(), big->local_bytes()))
+    return std::nullopt;
+  const std::size_t tiles =
+      static_cast<std::size_t>((M + big->tm - 1) / big->tm) * static_cast<std::size_t>((N + big->tn - 1) / big->tn);
+  const std::size_t round = static_cast<std::size_t>(row.big_resident_per_unit) * compute_units_;
+  if (tiles > round) return std::nullopt;
+  const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;
+  const int steps = (K + big->tk - 1) / big->tk;
+  const int most = std::max(1, std::min(steps / split.min_steps_per_split, split.max_splits));
+  // How full the last round of tiles × slices work-groups is.
+  const auto fill = [&](int slices) {
+    const std::size_t groups = tiles * static_cast<std::size_t>(slices);
+    return static_cast<double>(groups) / static_cast<double>((groups + round - 1) / round * round);
+  };
+  int slices = 1;
+  while (slices < most && fill(slices) < row.long_k_fill) ++slices;
+  return slices;
 }
 
 std::optional<GemmConfig> Tuning::deferred_gemm() const {

@@ -124,6 +124,15 @@ struct GemmRow {
   // if set: larger tiles load less per FMA, but the many smaller products fill the device better with `linear`.
   std::optional<GemmConfig> linear_big = {};
   int big_groups_per_unit = 4;
+  // Linear products of at least long_k inputs and long_k_rows rows whose big tiles are at most one round of
+  // big_resident_per_unit work-groups per compute unit (the big tiles that run at once: registers decide), if
+  // long_k is set: the big tiles, K split into the fewest slices whose work-groups fill their last round to
+  // long_k_fill (at least SplitKRow::min_steps_per_split K steps a slice). Such products have few tiles and many
+  // K steps: on the row's tiles, split by the general rule or not, their last round runs part empty.
+  int long_k = 0;
+  int long_k_rows = 1024;
+  int big_resident_per_unit = 2;
+  double long_k_fill = 0.9;
   // While the steady path is deferred (the first images of a first start), every product's tiles, if set: tiles
   // whose kernel NVIDIA's compiler builds sooner (the first images' programs are not the steady path).
   std::optional<GemmConfig> deferred = {};
@@ -269,9 +278,13 @@ class Tuning {
   // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the steady path is
   // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
-  // The same for an M × N product: a linear product whose big tiles (GemmRow::linear_big of the tuner's row, else
-  // of the table's) alone fill the device takes those, unless an override or the deferral's tiles decide.
-  GemmConfig gemm(GemmMode mode, int M, int N) const;
+  // The same for an M × N (× K) product: a linear product whose big tiles (GemmRow::linear_big of the tuner's row,
+  // else of the table's) alone fill the device takes those, and so does one of a long K (GemmRow::long_k), unless
+  // an override or the deferral's tiles decide.
+  GemmConfig gemm(GemmMode mode, int M, int N, int K = 0) const;
+  // K slices of a linear M × N × K product that takes the big tiles for its long K (GemmRow::long_k); nullopt for
+  // every other product (gemm_splits() decides).
+  std::optional<int> long_k_splits(GemmMode mode, int M, int N, int K) const;
   // The tiles of the first images while the steady path is deferred: the override, else the row's (none when the
   // tuner's tiles replace the row's); nullopt: the first images take the steady tiles.
   std::optional<GemmConfig> deferred_gemm() const;

@@ -117,8 +117,8 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
   // Winograd convolutions' batched products (VAE 512 channels at 128×128: F(4×4) and F(2×2)), for each tile
   // configuration the tuner would try and a few more. The engine's choice is marked.
   auto& ctx = test::kernel_context();
-  // SDT_BENCH_GEMM_SOURCE=file: that file as gemm.cl, prelude (common.cl) included, for this test (a kernel variant measured beside the landed
-  // one in the same device call; the tuner's correctness check still runs on it).
+  // SDT_BENCH_GEMM_SOURCE=file: that file as gemm.cl, prelude (common.cl) included, for this test (a kernel variant
+  // measured beside the landed one in the same device call; the tuner's correctness check still runs on it).
   std::optional<std::string> variant;
   if (const char* path = std::getenv("SDT_BENCH_GEMM_SOURCE"); path && *path) {
     std::ifstream in(path);
@@ -161,36 +161,36 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
     for (std::string item; std::getline(list, item, ',');) split_counts.push_back(std::atoi(item.c_str()));
   }
   for (int splits : split_counts)
-  for (DType storage : {DType::F16, DType::F32}) {
-    test::TuningScope split_scope(ctx, [&](cl::TuningOverrides& o) {
-      if (splits > 0) o.gemm_splits = splits;
-    });
-    nn::GemmTuneOptions options;
-    options.candidates = configs;
-    options.storage = storage;
-    for (const Product& product : products) {
-      if (!selected(product.name)) continue;
-      options.products = {product.p};
-      const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
-      const double flops = 2.0 * product.p.M * product.p.N * product.p.K * product.p.batch;
-      std::printf("  %s, %s weights (GFLOP %.1f), K slices: %s:\n", product.name, test::storage_name(storage),
-                  flops * 1e-9, splits > 0 ? std::to_string(splits).c_str() : "the row's rule");
-      for (const auto& c : r.candidates) {
-        const double ms = product.p.mode == cl::GemmMode::Linear ? c.linear_ms : c.conv_ms;
-        // The driver's work-group limit for this tile's program (below its work-items, gemm.cl runs fallback tiles).
-        const std::string program = c.config.defines() + " -DA_MODE=" +
-                                    std::to_string(static_cast<int>(product.p.mode)) + " -DWEIGHT_HALF=" +
-                                    (storage == DType::F16 ? "1" : "0") + " -DBIAS_HALF=" +
-                                    (storage == DType::F16 ? "1" : "0");
-        const std::size_t limit = ctx.work_group_limit(ctx.kernel("gemm", "gemm", program));
-        if (limit < static_cast<std::size_t>(c.config.threads()))
-          std::printf("    (the driver allows %zu work-items for the next one's program: it ran fallback tiles)\n",
-                      limit);
-        // The tile the engine takes for this product (the row's, or its big linear tiles where they fill the GPU).
-        const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N);
-        std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
-                    engine ? "  <- the engine's tiles" : "");
+    for (DType storage : {DType::F16, DType::F32}) {
+      test::TuningScope split_scope(ctx, [&](cl::TuningOverrides& o) {
+        if (splits > 0) o.gemm_splits = splits;
+      });
+      nn::GemmTuneOptions options;
+      options.candidates = configs;
+      options.storage = storage;
+      for (const Product& product : products) {
+        if (!selected(product.name)) continue;
+        options.products = {product.p};
+        const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
+        const double flops = 2.0 * product.p.M * product.p.N * product.p.K * product.p.batch;
+        std::printf("  %s, %s weights (GFLOP %.1f), K slices: %s:\n", product.name, test::storage_name(storage),
+                    flops * 1e-9, splits > 0 ? std::to_string(splits).c_str() : "the row's rule");
+        for (const auto& c : r.candidates) {
+          const double ms = product.p.mode == cl::GemmMode::Linear ? c.linear_ms : c.conv_ms;
+          // The driver's work-group limit for this tile's program (below its work-items, gemm.cl runs fallback tiles).
+          const std::string program = c.config.defines() +
+                                      " -DA_MODE=" + std::to_string(static_cast<int>(product.p.mode)) +
+                                      " -DWEIGHT_HALF=" + (storage == DType::F16 ? "1" : "0") +
+                                      " -DBIAS_HALF=" + (storage == DType::F16 ? "1" : "0");
+          const std::size_t limit = ctx.work_group_limit(ctx.kernel("gemm", "gemm", program));
+          if (limit < static_cast<std::size_t>(c.config.threads()))
+            std::printf("    (the driver allows %zu work-items for the next one's program: it ran fallback tiles)\n",
+                        limit);
+          // The tile the engine takes for this product (the row's, or its big linear tiles where they fill the GPU).
+          const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N, product.p.K);
+          std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
+                      engine ? "  <- the engine's tiles" : "");
+        }
       }
     }
-  }
 }

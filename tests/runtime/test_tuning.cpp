@@ -137,6 +137,44 @@ TEST(Tuning, RowsKeepTheirMeasuredTiles) {
   EXPECT_EQ(pocl.attention_block_bytes(), std::size_t(16) << 20);
 }
 
+TEST(Tuning, LinearProductsOfALongKOnFewBigTilesSplitThemToFillTheirRounds) {
+  // NVIDIA's row: linear products of K ≥ 640 and ≥ 1024 rows whose 128×64 tiles are at most one round (2 an SM, 264
+  // on the H200) take them, K split into the fewest slices that fill their last round to 90 %.
+  const Tuning h200(kH200, true), radeon(kRadeon, false), pocl(kPocl, false);
+  const GemmConfig big{128, 64, 16, 8, 4, 4}, row{64, 64, 16, 4, 4, 4};
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 320, 1280), big) << "UNet feed-forward out at 64×64: 160 tiles";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 4096, 320, 1280), 3) << "480 of 2 × 264: 91 %; 2 slices: 61 %";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 1024, 640, 2560), big) << "at 32×32: 80 tiles";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 1024, 640, 2560), 3) << "240 of 264";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 1024, 640, 640), 3) << "attention out at 32×32";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 1024, 64, 640), 10) << "8 tiles: limited by 4 K steps a slice";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 2048, 640, 640), 3) << "160 tiles, as at 64×64";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 4096, 384, 640), 4) << "192 tiles: 73 % at 1-3 slices, 768 of 792";
+  // Not for: a short K, few rows, tiles beyond one round, other modes, other rows.
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 960, 320), row) << "UNet q/k/v at 64×64: K 320";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 4096, 960, 320), std::nullopt);
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 77, 1024, 4096), row) << "the text encoder's 77 rows";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 256, 1280, 5120), std::nullopt) << "UNet at 16×16: 256 rows";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 4096, 1280, 1280), std::nullopt) << "320 tiles: more than a round";
+  EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 2560, 320), big) << "GEGLU: big by filling the device";
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Linear, 4096, 2560, 320), std::nullopt);
+  EXPECT_EQ(h200.long_k_splits(GemmMode::Conv1x1, 4096, 320, 1280), std::nullopt);
+  EXPECT_EQ(radeon.long_k_splits(GemmMode::Linear, 4096, 320, 1280), std::nullopt);
+  EXPECT_EQ(radeon.gemm(GemmMode::Linear, 4096, 320, 1280), row);
+  EXPECT_EQ(pocl.long_k_splits(GemmMode::Linear, 4096, 320, 1280), std::nullopt);
+  // An explicit tile or slice count decides instead.
+  Tuning t(kH200, true);
+  cl::TuningOverrides pinned;
+  pinned.gemm_splits = 2;
+  t.set_overrides(pinned);
+  EXPECT_EQ(t.long_k_splits(GemmMode::Linear, 4096, 320, 1280), std::nullopt);
+  pinned = {};
+  pinned.gemm = row;
+  t.set_overrides(pinned);
+  EXPECT_EQ(t.long_k_splits(GemmMode::Linear, 4096, 320, 1280), std::nullopt);
+  EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 320, 1280), row);
+}
+
 TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   // NVIDIA's row: 128×64 tiles for linear products of 4 or more such work-groups per compute unit (528 on the
   // H200's 132), 64×64 for the rest; convolutions and rows without big tiles keep their one tile.
