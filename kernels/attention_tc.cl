@@ -108,6 +108,53 @@ inline float4 att_load4(__global const float* restrict x, int ld, int col0, int 
   return (float4)(v[0], v[1], v[2], v[3]);
 }
 
+// K rows and V key pairs of one block, in whole rounds of the work-group (the last round's surplus work-items
+// load nothing: c beyond the count).
+#define KCOUNT (BK * (DP / 4))        // float4 chunks of K: row r, head columns 4dq .. 4dq + 3
+#define VCOUNT ((BK / 2) * (DP / 4))  // pairs of V chunks: keys 2kp, 2kp + 1 at head columns 4dq .. 4dq + 3
+#define KCHUNKS ((KCOUNT + NTHREADS - 1) / NTHREADS)
+#define VCHUNKS ((VCOUNT + NTHREADS - 1) / NTHREADS)
+// Global -> registers for the key block at kb.
+#define ATT_LOAD_KV(kb)                                                      \
+  do {                                                                       \
+    for (int i = 0; i < KCHUNKS; ++i) {                                      \
+      const int c = tid + i * NTHREADS;                                      \
+      const int r = c / (DP / 4), dq = c - r * (DP / 4);                     \
+      if (c < KCOUNT) kr[i] = att_load4(k, ldk, col0, (kb) + r, Tk, 4 * dq); \
+    }                                                                        \
+    for (int i = 0; i < VCHUNKS; ++i) {                                      \
+      const int c = tid + i * NTHREADS;                                      \
+      const int dq = c / (BK / 2), kp = c - dq * (BK / 2);                   \
+      if (c < VCOUNT) {                                                      \
+        vr0[i] = att_load4(v, ldv, col0, (kb) + 2 * kp, Tk, 4 * dq);         \
+        vr1[i] = att_load4(v, ldv, col0, (kb) + 2 * kp + 1, Tk, 4 * dq);     \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+// Registers -> local memory, rounded to fp16. V transposed: a work-item takes keys 2kp, 2kp + 1 at four head
+// columns; consecutive work-items take consecutive key pairs, so the stores of a warp fill one local row without
+// bank conflicts.
+#define ATT_STORE_KV()                                                                                   \
+  do {                                                                                                   \
+    for (int i = 0; i < KCHUNKS; ++i) {                                                                  \
+      const int c = tid + i * NTHREADS;                                                                  \
+      const int r = c / (DP / 4), dq = c - r * (DP / 4);                                                 \
+      if (c < KCOUNT)                                                                                    \
+        *(__local uint2*)&Ks[r * LDQ + 2 * dq] =                                                         \
+            (uint2)(pack_half2(kr[i].x, kr[i].y), pack_half2(kr[i].z, kr[i].w));                        \
+    }                                                                                                    \
+    for (int i = 0; i < VCHUNKS; ++i) {                                                                  \
+      const int c = tid + i * NTHREADS;                                                                  \
+      const int dq = c / (BK / 2), kp = c - dq * (BK / 2);                                               \
+      if (c < VCOUNT) {                                                                                  \
+        Vt[(4 * dq + 0) * LDV + kp] = pack_half2(vr0[i].x, vr1[i].x);                                    \
+        Vt[(4 * dq + 1) * LDV + kp] = pack_half2(vr0[i].y, vr1[i].y);                                    \
+        Vt[(4 * dq + 2) * LDV + kp] = pack_half2(vr0[i].z, vr1[i].z);                                    \
+        Vt[(4 * dq + 3) * LDV + kp] = pack_half2(vr0[i].w, vr1[i].w);                                    \
+      }                                                                                                  \
+    }                                                                                                    \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc(
     const int Tq, const int Tk, const int causal, const float scale, __global const float* restrict q,
     const int ldq, const int q_off, __global const float* restrict k, const int ldk, const int k_off,
@@ -163,26 +210,18 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   }
 #endif
 
+  // The next key block's K and V wait in registers, as loaded (fp32), while this block is multiplied: they are
+  // rounded and stored to local memory after the block's products, so the loads' latency overlaps them.
+  // Without it each block waited for its loads with only the SM's other work-groups to cover it (2-3 of them for
+  // the UNet's 4096-token self-attention: 320 work-groups of 4 warps on 132 SMs).
   const int k_end = causal ? min(Tk, q0 + BQ) : Tk;
+  float4 kr[KCHUNKS], vr0[VCHUNKS], vr1[VCHUNKS];
+  ATT_LOAD_KV(0);
   for (int k0 = 0; k0 < k_end; k0 += BK) {
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last block's K and V (and Q is stored)
-    for (int c = tid; c < BK * (DP / 4); c += NTHREADS) {
-      const int r = c / (DP / 4), dq = c - r * (DP / 4);
-      const float4 x = att_load4(k, ldk, col0, k0 + r, Tk, 4 * dq);
-      *(__local uint2*)&Ks[r * LDQ + 2 * dq] = (uint2)(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
-    }
-    // V transposed: a work-item takes keys 2kp, 2kp + 1 at four head columns; consecutive work-items take
-    // consecutive key pairs, so the stores of a warp fill one local row without bank conflicts.
-    for (int c = tid; c < (BK / 2) * (DP / 4); c += NTHREADS) {
-      const int dq = c / (BK / 2), kp = c - dq * (BK / 2);
-      const float4 x0 = att_load4(v, ldv, col0, k0 + 2 * kp, Tk, 4 * dq);
-      const float4 x1 = att_load4(v, ldv, col0, k0 + 2 * kp + 1, Tk, 4 * dq);
-      Vt[(4 * dq + 0) * LDV + kp] = pack_half2(x0.x, x1.x);
-      Vt[(4 * dq + 1) * LDV + kp] = pack_half2(x0.y, x1.y);
-      Vt[(4 * dq + 2) * LDV + kp] = pack_half2(x0.z, x1.z);
-      Vt[(4 * dq + 3) * LDV + kp] = pack_half2(x0.w, x1.w);
-    }
+    ATT_STORE_KV();
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + BK < k_end) ATT_LOAD_KV(k0 + BK);
 
     // ---- S = Q·Kᵀ for the warp's 16 rows
     float s[STILES][4];
