@@ -244,6 +244,22 @@ TEST(Gemm, SplittingKGivesTheSameResultsAsOneSlice) {
   EXPECT_EQ(test::kernel_context().tuning().gemm_splits(100000, 4096, 16), 1);
 }
 
+TEST(Gemm, BigTilesSplitAlongKMatchTheReference) {
+  // NVIDIA's long-K products (Tuning::long_k_splits) run 128×64 tiles of 8×4 with K in 3 slices, summed by the
+  // kernel there; a row for such tiles can be any device's. Odd shapes that cut every tile edge and a slice inside
+  // a K tile, both sums, both storages.
+  for (bool fused : {false, true}) {
+    test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) {
+      o.gemm = cl::GemmConfig{128, 64, 16, 8, 4, 4};
+      o.gemm_splits = 3;
+      o.fused_splitk = fused;
+    });
+    SCOPED_TRACE(fused ? "summed in the kernel" : "reduce launch");
+    check_linear({"big-split", 300, 700, 170, true, Act::GELU, true}, DType::F16, 740);
+    check_linear({"big-split-aligned", 256, 640, 192, true, Act::None, false}, DType::F32, 741);
+  }
+}
+
 TEST(Gemm, SplitKSummedInTheKernelBuildsAProgramOnlyForSplitProducts) {
   // Unsplit products keep the program they had (the sum's code would slow them); a split one takes the summing
   // program where the row fuses, the reduce launch (in the tile's own program) where it does not, and while a first
