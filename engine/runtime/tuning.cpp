@@ -50,7 +50,7 @@ const TuningRow kTable[] = {
         // 128×64 tiles are one round or less (two an SM: 264) take them too, split to fill their last round to 90 %:
         // the UNet's feed-forward out product at 64×64 (160 tiles, 3 slices) 22.8 -> 27.5 TFLOP/s with fp16 weights,
         // at 32×32 (80 tiles, 3 slices) 22.0 -> 28.8, its attention out product at 32×32 17.0 -> 18.3; 6 slices at
-        // 80 tiles (two rounds) 27.3 and 15.8. UNet -0.43 ms (fp16) / -0.47 (fp32), A/B in one call.
+        // 80 tiles (two rounds) 27.3 and 15.8. UNet -0.44 ms (fp16) / -0.47 (fp32), A/B in one call.
         // docs/bench/2026-12-04-late.
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
