@@ -357,10 +357,12 @@ AttentionTcConfig Tuning::attention_tc(int head_dim, bool emulated) const {
   return std::end(row_->tensor_cores.attention)[-1];
 }
 
+std::size_t Tuning::tile_count(int M, int N, int tile_m, int tile_n) {
+  return static_cast<std::size_t>((M + tile_m - 1) / tile_m) * static_cast<std::size_t>((N + tile_n - 1) / tile_n);
+}
+
 bool Tuning::fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit) const {
-  const std::size_t groups =
-      static_cast<std::size_t>((M + tile_m - 1) / tile_m) * static_cast<std::size_t>((N + tile_n - 1) / tile_n);
-  return groups >= static_cast<std::size_t>(groups_per_unit) * compute_units_;
+  return tile_count(M, N, tile_m, tile_n) >= static_cast<std::size_t>(groups_per_unit) * compute_units_;
 }
 
 bool Tuning::fits(int threads, std::size_t local_bytes) const {
@@ -393,8 +395,7 @@ std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) con
   const std::optional<GemmConfig>& big = row.linear_big;
   if (!row.long_k || K < row.long_k || M < row.long_k_rows || !big || !fits(big->threads(), big->local_bytes()))
     return std::nullopt;
-  const std::size_t tiles =
-      static_cast<std::size_t>((M + big->tm - 1) / big->tm) * static_cast<std::size_t>((N + big->tn - 1) / big->tn);
+  const std::size_t tiles = tile_count(M, N, big->tm, big->tn);
   const std::size_t round = static_cast<std::size_t>(row.big_resident_per_unit) * compute_units_;
   if (tiles > round) return std::nullopt;
   const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;

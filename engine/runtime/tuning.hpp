@@ -359,6 +359,8 @@ class Tuning {
   // Whether an M × N product on tile_m × tile_n tiles makes at least groups_per_unit work-groups per compute unit
   // (the rule of the big tiles, gemm.cl's and the tensor cores').
   bool fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit) const;
+  // Work-groups of an M × N product on tile_m × tile_n tiles (edge tiles count).
+  static std::size_t tile_count(int M, int N, int tile_m, int tile_n);
 
   const TuningRow* row_;
   std::size_t max_work_group_size_;
