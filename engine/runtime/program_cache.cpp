@@ -128,6 +128,7 @@ std::string ProgramCache::make_entry(std::string_view key, std::string_view bina
 namespace {
 std::mutex g_override_mutex;
 std::map<std::string, std::string, std::less<>> g_source_overrides;
+std::map<std::string, std::string, std::less<>> g_options_overrides;
 }  // namespace
 
 void set_source_override(const std::string& name, std::optional<std::string> source) {
@@ -138,7 +139,23 @@ void set_source_override(const std::string& name, std::optional<std::string> sou
     g_source_overrides.erase(name);
 }
 
+void set_options_override(const std::string& name, std::optional<std::string> options) {
+  std::lock_guard lock(g_override_mutex);
+  if (options)
+    g_options_overrides[name] = std::move(*options);
+  else
+    g_options_overrides.erase(name);
+}
+
 namespace {
+
+// The options a build of kernels/<name>.cl uses: the caller's, then a test's additions.
+std::string options_of(std::string_view name, const std::string& options) {
+  std::lock_guard lock(g_override_mutex);
+  if (const auto it = g_options_overrides.find(name); it != g_options_overrides.end())
+    return options + " " + it->second;
+  return options;
+}
 
 // The source a build of kernels/<name>.cl uses: a test's override, else the embedded text (empty when none).
 std::string source_of(std::string_view name) {
@@ -155,7 +172,7 @@ cl_program ProgramCache::get(std::string_view name, const std::string& options) 
   const std::string source = source_of(name);
   if (source.empty())
     throw Error(ErrorKind::Internal, "no embedded kernel source kernels/" + std::string(name) + ".cl");
-  return get_source(name, source, options);
+  return get_source(name, source, options_of(name, options));
 }
 
 cl_program ProgramCache::get_source(std::string_view label, std::string_view source, const std::string& options) {

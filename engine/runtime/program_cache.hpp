@@ -50,6 +50,9 @@ struct ProgramCacheStats {
 // nullopt restores the embedded one. The self-check's tests make a kernel compute wrongly with it, as a miscompiling
 // driver would. The cache keys include the source, so no entry of the real kernel is touched.
 void set_source_override(const std::string& name, std::optional<std::string> source);
+// Test-only, for measurements: builds of kernels/<name>.cl append `options` to their build options from now on
+// (a compiler flag timed beside the plain build in one run, as the kernel bench does); nullopt ends it.
+void set_options_override(const std::string& name, std::optional<std::string> options);
 
 // One program to prepare: kernels/<name>.cl built with `options` (the device defines included).
 struct ProgramRequest {

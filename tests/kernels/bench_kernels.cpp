@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "kernel_test_util.hpp"
@@ -307,5 +308,101 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
     }
     std::printf("\n");
     std::fflush(stdout);
+  }
+}
+
+TEST(KernelBench, DISABLED_TensorCoreLaunchFloor) {
+  // Where a small product's time goes on the tensor-core path: an elementwise launch's floor, gemm_tc at one
+  // work-group with one K step and more (the cost of a K step), and the text encoder's products at each K split
+  // with the slices summed in the kernel or by the reduce launch. Per-kernel event times, means of the runs.
+  auto& ctx = test::kernel_context();
+  // Without tensor cores (PoCL): the same tiling emulated, so the bench itself is exercised.
+  test::TensorCorePathScope path(ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx
+                                                                        : cl::TensorCores::Emulated);
+  auto per_kernel = [&](const std::function<void()>& op) {
+    op();
+    ctx.set_recording(true);
+    ctx.collect_timings();
+    for (int i = 0; i < kKernelBenchRuns; ++i) op();
+    std::map<std::string, double> ms;
+    for (const auto& t : ctx.collect_timings()) ms[t.kernel] += t.duration_ms * 1e3 / kKernelBenchRuns;
+    ctx.set_recording(false);
+    std::string text;
+    for (const auto& [k, us] : ms) {
+      char one[96];
+      std::snprintf(one, sizeof one, " %s %.1f us", k.c_str(), us);
+      text += one;
+    }
+    return text;
+  };
+  // The device's own rate: `n` launches held behind a user event, released at once, timed from the gate's marker
+  // to a marker after them (profiling events on the two markers only), so neither the host's enqueue nor a
+  // per-launch event is in it.
+  auto gated_us = [&](int n, const std::function<void()>& op) {
+    op();
+    ctx.finish();
+    cl_int status = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(ctx.context(), &status);
+    EXPECT_EQ(status, CL_SUCCESS);
+    cl_event first = nullptr, last = nullptr;
+    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, &first), CL_SUCCESS);
+    for (int i = 0; i < n; ++i) op();
+    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 0, nullptr, &last), CL_SUCCESS);
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    ctx.finish();
+    cl_ulong begin = 0, end = 0;
+    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_END, sizeof begin, &begin, nullptr);
+    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    clReleaseEvent(first);
+    clReleaseEvent(last);
+    clReleaseEvent(gate);
+    return (end - begin) * 1e-3 / n;
+  };
+  const nn::Tensor small = random_tensor(ctx, {77, 1024}, 30);
+  const nn::Tensor single = random_tensor(ctx, {1}, 37);
+  for (int n : {1, 10, 100, 400}) {
+    std::printf("  gated: %d launches: scale 77x1024 %.2f us a launch, scale of 1 value %.2f us a launch\n", n,
+                gated_us(n, [&] { nn::scale(ctx, small, 0.5f); }), gated_us(n, [&] { nn::scale(ctx, single, 0.5f); }));
+  }
+  {
+    const nn::Tensor x = random_tensor(ctx, {16, 32}, 38);
+    const nn::Tensor w = random_weight(ctx, {64, 32}, DType::F16, 39);
+    const nn::Tensor xt = random_tensor(ctx, {77, 1024}, 40);
+    const nn::Tensor wt = random_weight(ctx, {1024, 1024}, DType::F16, 41);
+    for (int n : {10, 100})
+      std::printf("  gated: %d launches: gemm_tc one work-group 16x32->64 %.2f us, text out 77x1024->1024 %.2f us\n", n,
+                  gated_us(n, [&] { nn::linear(ctx, x, w, nullptr); }),
+                  gated_us(n, [&] { nn::linear(ctx, xt, wt, nullptr); }));
+  }
+  std::printf("  scale 77x1024:%s\n", per_kernel([&] { nn::scale(ctx, small, 0.5f); }).c_str());
+  std::printf("  layer_norm 77x1024:%s\n", per_kernel([&] {
+                                             const nn::Tensor g = random_tensor(ctx, {1024}, 31);
+                                             nn::layer_norm(ctx, small, g, g, 1e-5f);
+                                           }).c_str());
+  for (int K : {32, 64, 128, 256, 512, 1024, 2048, 4096}) {
+    const nn::Tensor x = random_tensor(ctx, {16, K}, 32);
+    const nn::Tensor w = random_weight(ctx, {64, K}, DType::F16, 33);
+    test::TuningScope one(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 1; });
+    std::printf("  one work-group 16x%d->64, 1 slice:%s\n", K,
+                per_kernel([&] { nn::linear(ctx, x, w, nullptr); }).c_str());
+  }
+  struct Lin {
+    const char* name;
+    int M, K, N;
+  };
+  for (const Lin& l : {Lin{"text qkv 77x1024->3072", 77, 1024, 3072}, Lin{"text out 77x1024->1024", 77, 1024, 1024},
+                       Lin{"text fc1 77x1024->4096", 77, 1024, 4096}, Lin{"text fc2 77x4096->1024", 77, 4096, 1024}}) {
+    const nn::Tensor x = random_tensor(ctx, {l.M, l.K}, 34);
+    const nn::Tensor w = random_weight(ctx, {l.N, l.K}, DType::F16, 35);
+    const nn::Tensor b = random_weight(ctx, {l.N}, DType::F16, 36);
+    for (int splits : {0, 1, 2, 4, 8, 16})
+      for (bool fused : {true, false}) {
+        test::TuningScope s(ctx, [&](cl::TuningOverrides& o) {
+          if (splits) o.gemm_splits = splits;
+          o.fused_splitk = fused;
+        });
+        std::printf("  %s, %s slices, %s:%s\n", l.name, splits ? std::to_string(splits).c_str() : "the row's",
+                    fused ? "fused" : "reduce launch", per_kernel([&] { nn::linear(ctx, x, w, &b); }).c_str());
+      }
   }
 }

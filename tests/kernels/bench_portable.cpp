@@ -127,8 +127,17 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
     std::printf("  gemm.cl replaced by %s\n", path);
   }
   cl::set_source_override("gemm", variant);
+  // SDT_BENCH_GEMM_OPTIONS="...": appended to gemm.cl's build options (a compiler flag measured, e.g. NVIDIA's
+  // -cl-nv-maxrregcount=N).
+  if (const char* extra = std::getenv("SDT_BENCH_GEMM_OPTIONS"); extra && *extra) {
+    cl::set_options_override("gemm", std::string(extra));
+    std::printf("  gemm.cl built with %s added\n", extra);
+  }
   struct Restore {
-    ~Restore() { cl::set_source_override("gemm", std::nullopt); }
+    ~Restore() {
+      cl::set_source_override("gemm", std::nullopt);
+      cl::set_options_override("gemm", std::nullopt);
+    }
   } restore;
   struct Product {
     const char* name;
@@ -153,6 +162,24 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
         extra.local_bytes() <= ctx.info().local_memory &&
         std::find(configs.begin(), configs.end(), extra) == configs.end())
       configs.push_back(extra);
+  // SDT_BENCH_TILES="tm,tn,tk,wm,wn,vw;...": more tiles to time (a hypothesis measured before it enters the tuner).
+  if (const char* env = std::getenv("SDT_BENCH_TILES"); env && *env) {
+    std::stringstream list(env);
+    for (std::string item; std::getline(list, item, ';');) {
+      std::vector<int> v;
+      std::stringstream fields(item);
+      for (std::string f; std::getline(fields, f, ',');) v.push_back(std::atoi(f.c_str()));
+      const cl::GemmConfig extra =
+          v.size() == 6 ? cl::GemmConfig{v[0], v[1], v[2], v[3], v[4], v[5]} : cl::GemmConfig{0, 0, 0, 0, 0, 0};
+      ASSERT_TRUE(extra.valid()) << "SDT_BENCH_TILES: '" << item << "' is not six integers obeying gemm.cl's rules";
+      if (static_cast<std::size_t>(extra.threads()) > ctx.info().max_work_group_size ||
+          extra.local_bytes() > ctx.info().local_memory) {
+        std::printf("  SDT_BENCH_TILES: %s does not fit this device, skipped\n", extra.defines().c_str());
+        continue;
+      }
+      if (std::find(configs.begin(), configs.end(), extra) == configs.end()) configs.push_back(extra);
+    }
+  }
   // SDT_BENCH_SPLITS="1,2,3": each product at these K slices too (0 or unset: the row's split rule alone).
   std::vector<int> split_counts = {0};
   if (const char* env = std::getenv("SDT_BENCH_SPLITS"); env && *env) {
@@ -190,6 +217,18 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
           const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N, product.p.K);
           std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
                       engine ? "  <- the engine's tiles" : "");
+        }
+        // The candidates above are timed with one tile pinned for every product, which turns off the row's long-K
+        // rule (its tiles and K slices together: cl::Tuning::long_k_splits); a linear product is also timed as the
+        // engine runs it, with nothing pinned (but the slices asked for).
+        if (product.p.mode == cl::GemmMode::Linear) {
+          const nn::Tensor x = random_tensor(ctx, {product.p.M, product.p.K}, 11, DType::F32, 1.0f);
+          const float bound = 1.0f / std::sqrt(static_cast<float>(product.p.K));
+          const nn::Tensor w = random_tensor(ctx, {product.p.N, product.p.K}, 12, storage, bound);
+          const nn::Tensor b = random_tensor(ctx, {product.p.N}, 13, storage, bound);
+          const double ms = time_kernels(ctx, [&] { nn::linear(ctx, x, w, &b); })[""];
+          std::printf("    %-42s %9.3f ms %8.1f TFLOP/s\n", "the engine's own tiles and K slices", ms,
+                      tflops(flops, ms));
         }
       }
     }

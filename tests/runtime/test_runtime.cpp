@@ -7,6 +7,7 @@
 
 #include "runtime/cl_error.hpp"
 #include "runtime/context.hpp"
+#include "runtime/program_cache.hpp"
 #include "sdt/device.hpp"
 #include "sdt/error.hpp"
 #include "test_common.hpp"
@@ -131,6 +132,21 @@ TEST(ProgramCache, CountsTheSourceBuildsOfOneKernelFileOverItsOptions) {
   (void)second.programs().get("smoke", "-DSDT_VARIANT=2");
   EXPECT_EQ(second.programs().source_builds_of("smoke"), 0) << "loaded from the disk cache, not built";
   EXPECT_EQ(second.programs().stats().disk_hits, 1);
+}
+
+TEST(ProgramCache, AnOptionsOverrideReachesTheBuildsOfItsKernelFileOnly) {
+  // What the kernel bench uses to time a compiler flag: the added options make these builds fail (an #error of
+  // gemm.cl's tile rules), another file's builds are untouched, and ending the override builds the same request.
+  auto ctx = test::make_context();
+  const std::string options = ctx->device_defines() + " -DA_MODE=0";
+  cl::set_options_override("gemm", std::string("-DGEMM_TM=3"));
+  struct End {
+    ~End() { cl::set_options_override("gemm", std::nullopt); }
+  } end;
+  EXPECT_THROW((void)ctx->programs().get("gemm", options), Error);
+  EXPECT_NO_THROW((void)ctx->programs().get("smoke", ctx->device_defines()));
+  cl::set_options_override("gemm", std::nullopt);
+  EXPECT_NO_THROW((void)ctx->programs().get("gemm", options));
 }
 
 TEST(ProgramCache, CorruptOrTruncatedEntryIsRebuiltSilently) {
