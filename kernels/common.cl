@@ -105,6 +105,17 @@ inline float4 load_other_slices4(__global const volatile float* p) {
 #endif
 }
 
+// One float that another work-group wrote before its fence (as load_other_slices4).
+inline float load_other_slice(__global const volatile float* p) {
+#if SDT_PTX
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"((ulong)(size_t)p));
+  return v;
+#else
+  return *p;
+#endif
+}
+
 #if SDT_PTX && defined(LDSM_MODE) && LDSM_MODE
 // Four 8x8 matrices of fp16 from local memory in one instruction (ldmatrix, compute capability 7.5 or later): lane
 // i gives the 16-byte aligned address of row i % 8 of matrix i / 8, and r[j] receives the lane's pair of matrix j

@@ -56,10 +56,48 @@ inline void merge_local(__local float* ln, __local float* lmean, __local float* 
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+// Merges the P chunk statistics of one group (part: [P, 3]) into its mean and 1 / sqrt(var + eps). Two passes over
+// the partials (mean of the means relative to the first one, then M2 = sum of M2_p + n_p (mean_p - mean)^2), so the
+// mean is rounded once rather than once per merge. Every kernel below merges through it, so a group's statistics are
+// the same bits whichever of them computes them.
+#define DEFINE_GROUP_NORM_MERGE(name, space)                                  \
+  inline float2 name(space const float* restrict part, const int P, const float eps) { \
+    const float base = part[1];                                                \
+    float n = 0.0f, offset = 0.0f;                                             \
+    for (int p = 0; p < P; ++p) {                                              \
+      n += part[3 * p];                                                        \
+      offset += part[3 * p] * (part[3 * p + 1] - base);                        \
+    }                                                                          \
+    const float mean = base + offset / n;                                      \
+    float m2 = 0.0f;                                                           \
+    for (int p = 0; p < P; ++p) {                                              \
+      const float d = part[3 * p + 1] - mean;                                  \
+      m2 += part[3 * p + 2] + part[3 * p] * d * d;                             \
+    }                                                                          \
+    return (float2)(mean, 1.0f / sqrt(m2 / n + eps));                          \
+  }
+// The same arithmetic on partials in global memory and on a copy in local memory (group_norm_partials' fused
+// affine), so every path gives a group the same bits.
+DEFINE_GROUP_NORM_MERGE(group_norm_merge, __global)
+DEFINE_GROUP_NORM_MERGE(group_norm_merge_local, __local)
+
 // Per-chunk statistics of each group.   x: [G, group_size] (a group's elements are contiguous in [C, H*W]);
 // partials: [G, P, 3] (count, mean, M2). global (P*NORM_LS, G), local (NORM_LS).
+// With FUSED_AFFINE, the last work-group of each group to finish (common.cl's last_slice_of_tile on counters, one
+// per group) also writes that group's channels of group_norm_affine's output, merging the partials as that kernel
+// does (the same bits): one launch instead of two. C, eps, gamma, beta, affine and counters are for that only.
+#ifndef FUSED_AFFINE
+#define FUSED_AFFINE 0
+#endif
+#define GROUP_NORM_MAX_CHUNKS 64  // the host's most chunks a group (ops_norm.cpp, kMaxChunks)
 __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_partials(
-    __global const float* restrict x, const int group_size, const int P, __global float* restrict partials) {
+    __global const float* restrict x, const int group_size, const int P, __global float* restrict partials
+#if FUSED_AFFINE
+    ,
+    const int C, const float eps, __global const GAMMA_T* restrict gamma, __global const BETA_T* restrict beta,
+    __global float* restrict affine, __global volatile int* counters
+#endif
+) {
   __local float ln[NORM_LS], lmean[NORM_LS], lm2[NORM_LS];
   const int lid = get_local_id(0);
   const int p = get_group_id(0), g = get_group_id(1);
@@ -92,27 +130,24 @@ __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_pa
     out[1] = lmean[0];
     out[2] = lm2[0];
   }
+#if FUSED_AFFINE
+  __local int is_last;
+  __local float part[3 * GROUP_NORM_MAX_CHUNKS];
+  if (!last_slice_of_tile(counters, g, P, &is_last)) return;
+  // The group's partials into local memory, then each channel of the group as group_norm_affine computes it.
+  for (int i = lid; i < 3 * P; i += NORM_LS) part[i] = load_other_slice(partials + g * P * 3 + i);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int per_group = C / get_num_groups(1);
+  for (int i = lid; i < per_group; i += NORM_LS) {
+    const int c = g * per_group + i;
+    const float2 stat = group_norm_merge_local(part, P, eps);
+    const float scale = LOAD_GAMMA(gamma, c) * stat.y;
+    affine[2 * c] = scale;
+    affine[2 * c + 1] = fma(-stat.x, scale, LOAD_BETA(beta, c));
+  }
+#endif
 }
 
-// Merges the P chunk statistics of one group (part: [P, 3]) into its mean and 1 / sqrt(var + eps). Two passes over
-// the partials (mean of the means relative to the first one, then M2 = sum of M2_p + n_p (mean_p - mean)^2), so the
-// mean is rounded once rather than once per merge. Both kernels below merge through it, so a group's statistics are
-// the same bits whichever of them computes them.
-inline float2 group_norm_merge(__global const float* restrict part, const int P, const float eps) {
-  const float base = part[1];
-  float n = 0.0f, offset = 0.0f;
-  for (int p = 0; p < P; ++p) {
-    n += part[3 * p];
-    offset += part[3 * p] * (part[3 * p + 1] - base);
-  }
-  const float mean = base + offset / n;
-  float m2 = 0.0f;
-  for (int p = 0; p < P; ++p) {
-    const float d = part[3 * p + 1] - mean;
-    m2 += part[3 * p + 2] + part[3 * p] * d * d;
-  }
-  return (float2)(mean, 1.0f / sqrt(m2 / n + eps));
-}
 
 // (mean, 1 / sqrt(var + eps)) of every group.   partials: [G, P, 3] -> stats: [G, 2]. global (G).
 __kernel void group_norm_finalize(__global const float* restrict partials, const int G, const int P, const float eps,

@@ -1,7 +1,9 @@
 // Group norm (+ SiLU) and layer norm on kernels/norm.cl, matching torch.nn.GroupNorm / torch.nn.LayerNorm
 // (biased variance, eps added to the variance). Group statistics are reduced in parallel in three launches:
 // per-chunk (count, mean, M2), their merge per group, and the normalisation itself. group_norm_affine stops
-// after the merge, with a per-channel (scale, shift) that the next convolution applies as it reads x.
+// after the merge, with a per-channel (scale, shift) that the next convolution applies as it reads x; where the
+// device's device-wide fence allows, that merge is done in the first launch by each group's last work-group
+// (91 launches fewer an image at 512²; docs/PERFORMANCE.md, 2026-12-04 night).
 #include <algorithm>
 
 #include "nn/ops_internal.hpp"
@@ -13,7 +15,7 @@ constexpr int kNormThreads = 256;
 // A chunk of a group is reduced by one work-group; about this many elements per work-item keep launches
 // meaningful, and at most kMaxChunks chunks per group keep the merge short.
 constexpr std::int64_t kElementsPerItem = 16;
-constexpr std::int64_t kMaxChunks = 64;
+constexpr std::int64_t kMaxChunks = 64;  // kernels/norm.cl's GROUP_NORM_MAX_CHUNKS
 
 // A reduction kernel of kernels/norm.cl with its work-group size (NORM_LS): 256, or the largest power of two
 // the device and the built kernel allow (the kernel requires exactly that size).
@@ -42,9 +44,11 @@ std::string affine_options(const Tensor& gamma, const Tensor& beta) {
 namespace {
 
 // The checks of both group norm ops, and the first launch they share: per-chunk (count, mean, M2) of each group.
-// Returns the partials [groups, P, 3].
+// Returns the partials [groups, P, 3]. With `affine` (group_norm_affine's [C, 2]) where the device's fence allows
+// it (Tuning::gemm_fused_splitk, as for a product's split K summed in its kernel), the same launch also writes the
+// affine form (norm.cl's FUSED_AFFINE) and *fused is set.
 Tensor group_partials(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                      int groups, float eps, Tensor* out) {
+                      int groups, float eps, Tensor* out, const Tensor* affine = nullptr, bool* fused = nullptr) {
   detail::require_activation(op, "x", x);
   const std::int64_t C = x.dim(0);
   if (groups <= 0 || C % groups != 0)
@@ -54,15 +58,27 @@ Tensor group_partials(cl::Context& ctx, const std::string& op, const Tensor& x, 
   if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
   const std::int64_t group_size = x.numel() / groups;
 
+  const bool fuse = affine && ctx.tuning().gemm_fused_splitk();
   int threads = 0;
-  cl_kernel k_partials = reduction_kernel(ctx, "group_norm_partials", affine_options(gamma, beta), threads);
+  cl_kernel k_partials = reduction_kernel(
+      ctx, "group_norm_partials",
+      affine_options(gamma, beta) +
+          (fuse ? std::string(" -DFUSED_AFFINE=1") + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : "") : ""),
+      threads);
   const std::int64_t P = std::clamp<std::int64_t>(
       (group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1, kMaxChunks);
   if (out) *out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
   Tensor partials = empty(ctx, {groups, P, 3});
-  ctx.launch(k_partials, cl::Range(static_cast<std::size_t>(P) * threads, static_cast<std::size_t>(groups)),
-             cl::Range(static_cast<std::size_t>(threads), 1), x.buffer, static_cast<int>(group_size),
-             static_cast<int>(P), partials.buffer);
+  const cl::Range global(static_cast<std::size_t>(P) * threads, static_cast<std::size_t>(groups));
+  const cl::Range local(static_cast<std::size_t>(threads), 1);
+  if (fuse)
+    ctx.launch(k_partials, global, local, x.buffer, static_cast<int>(group_size), static_cast<int>(P), partials.buffer,
+               static_cast<int>(x.dim(0)), eps, gamma.buffer, beta.buffer, affine->buffer,
+               ctx.zeroed_counters(static_cast<std::size_t>(groups)));
+  else
+    ctx.launch(k_partials, global, local, x.buffer, static_cast<int>(group_size), static_cast<int>(P),
+               partials.buffer);
+  if (fused) *fused = fuse;
   return partials;
 }
 
@@ -95,9 +111,12 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 Tensor group_norm_affine(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                          float eps) {
   const std::string op = "group_norm_affine";
-  Tensor partials = group_partials(ctx, op, x, gamma, beta, groups, eps, nullptr);
+  detail::require_activation(op, "x", x);  // before x.dim(0) sizes the output (group_partials checks the rest)
   const std::int64_t C = x.dim(0);
   Tensor affine = empty(ctx, {C, 2});
+  bool fused = false;
+  Tensor partials = group_partials(ctx, op, x, gamma, beta, groups, eps, nullptr, &affine, &fused);
+  if (fused) return affine;
   cl_kernel kernel = ctx.kernel("norm", "group_norm_affine", affine_options(gamma, beta));
   const std::size_t local = detail::fit_local(ctx, kernel, 64);
   ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C), local)), cl::Range(local), partials.buffer,

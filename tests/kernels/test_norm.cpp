@@ -107,3 +107,44 @@ TEST(LayerNorm, MatchesReferenceAtOddShapesAndLargeMeans) {
   // rstd ≈ 0.87 and gamma ≤ 1.5: ~6e-6 of the outputs' scale (3.2). Measured 5.6e-6; bound 5e-5.
   check_layer_norm("offset", 20, 1000, DType::F32, 252, 300.0f, 5e-5);
 }
+
+TEST(GroupNorm, AffineFromOneLaunchIsTheTwoLaunchesBitForBit) {
+  // group_norm_affine where the device's fence allows it: the partials' last work-group of each group writes the
+  // affine form (one launch), the same bits as group_norm_affine's own launch; twice in a row (the per-group counters
+  // reset for the next launch), groups of one chunk and of many, fp16 and fp32 gamma and beta. The outputs are
+  // poisoned first.
+  auto& ctx = test::kernel_context();
+  struct Case {
+    int C, H, W, groups;
+  };
+  for (const Case& c : {Case{40, 3, 5, 8}, Case{320, 64, 64, 32}, Case{64, 96, 96, 32}})
+    for (DType storage : {DType::F16, DType::F32}) {
+      SCOPED_TRACE(std::to_string(c.C) + "x" + std::to_string(c.H) + "x" + std::to_string(c.W) + " " +
+                   test::storage_name(storage));
+      const std::size_t n = static_cast<std::size_t>(c.C) * c.H * c.W;
+      const nn::Tensor x = nn::upload(ctx, test::random_floats(n, 700, -2.0f, 3.0f), {c.C, c.H, c.W});
+      const auto gamma = test::make_weight(ctx, test::random_floats(c.C, 701, 0.5f, 1.5f), {c.C}, storage);
+      const auto beta = test::make_weight(ctx, test::random_floats(c.C, 702, -0.5f, 0.5f), {c.C}, storage);
+      std::vector<std::vector<float>> results;
+      for (bool fused : {false, true, true}) {
+        test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.fused_splitk = fused; });
+        ctx.set_recording(true, false);
+        (void)ctx.collect_timings();
+        const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.C) * 2 * 4);
+        const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma.tensor, beta.tensor, c.groups, 1e-6f);
+        EXPECT_EQ(affine.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+        int launches = 0;
+        bool affine_kernel = false;
+        for (const auto& t : ctx.collect_timings()) {
+          ++launches;
+          affine_kernel |= t.kernel == "group_norm_affine";
+        }
+        ctx.set_recording(false);
+        EXPECT_EQ(launches, fused ? 1 : 2);
+        EXPECT_EQ(affine_kernel, !fused);
+        results.push_back(nn::download(ctx, affine));
+      }
+      EXPECT_EQ(results[1], results[0]) << "one launch against two";
+      EXPECT_EQ(results[2], results[0]) << "the second fused launch (the counters reset by the first)";
+    }
+}
