@@ -89,7 +89,9 @@ DEFINE_GROUP_NORM_MERGE(group_norm_merge_local, __local)
 #ifndef FUSED_AFFINE
 #define FUSED_AFFINE 0
 #endif
-#define GROUP_NORM_MAX_CHUNKS 64  // the host's most chunks a group (ops_norm.cpp, kMaxChunks)
+#if FUSED_AFFINE && !defined(GROUP_NORM_MAX_CHUNKS)
+#error "FUSED_AFFINE needs GROUP_NORM_MAX_CHUNKS, the host's most chunks a group (ops_norm.cpp's kMaxChunks)"
+#endif
 __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_partials(
     __global const float* restrict x, const int group_size, const int P, __global float* restrict partials
 #if FUSED_AFFINE
@@ -147,7 +149,6 @@ __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_pa
   }
 #endif
 }
-
 
 // (mean, 1 / sqrt(var + eps)) of every group.   partials: [G, P, 3] -> stats: [G, 2]. global (G).
 __kernel void group_norm_finalize(__global const float* restrict partials, const int G, const int P, const float eps,

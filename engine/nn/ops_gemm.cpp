@@ -56,21 +56,13 @@ void launch_splitk_reduce(cl::Context& ctx, const GemmProblem& p, const detail::
              partial, o.bias, o.residual, o.c, act_code, p.c_off, p.ldc);
 }
 
-// The program of `family` (gemm or gemm_tc) that sums split K itself, built with `options`; null where it cannot
-// run `threads` work-items or its compiler refused it (its L2 loads and fences are inline PTX on NVIDIA): the
-// product then takes the reduce launch, with a warning, and the refused build is not tried again on this context.
-cl_kernel summing_kernel(cl::Context& ctx, const char* family, const std::string& options, int threads) {
-  if (ctx.tuning().summing_refused(options)) return nullptr;
-  try {
+// The program of `family` (gemm or gemm_tc) that sums split K itself (detail::summing_kernel); null also where it
+// cannot run `threads` work-items. The product then takes the reduce launch.
+cl_kernel summing_product_kernel(cl::Context& ctx, const char* family, const std::string& options, int threads) {
+  return detail::summing_kernel(ctx, family, options, [&]() -> cl_kernel {
     cl_kernel k = ctx.kernel(family, family, options);
     return ctx.work_group_limit(k) >= static_cast<std::size_t>(threads) ? k : nullptr;
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Device) throw;
-    log::get("engine")->warn("the {} kernel that sums split K itself did not build; using the reduce launch: {}",
-                             family, e.what());
-    ctx.tuning().refuse_summing(options);
-    return nullptr;
-  }
+  });
 }
 
 // Launches a gemm.cl / gemm_tc.cl kernel (same arguments; gemm_tc.cl takes `counters` after them): with one K
@@ -145,7 +137,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
   bool fused = false;
   if (splits > 1 && features.fused_splitk && ctx.tuning().fused_splitk_for(config))
-    if (cl_kernel summing = summing_kernel(ctx, "gemm_tc", options(true), config.threads())) {
+    if (cl_kernel summing = summing_product_kernel(ctx, "gemm_tc", options(true), config.threads())) {
       kernel = summing;
       fused = true;
     }
@@ -164,6 +156,24 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
 }
 
 }  // namespace
+
+cl_kernel detail::summing_kernel(cl::Context& ctx, const std::string& what, const std::string& options,
+                                 const std::function<cl_kernel()>& build) {
+  if (ctx.tuning().summing_refused(options)) return nullptr;
+  try {
+    return build();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Device) throw;
+    log::get("engine")->warn("the {} kernel that sums other work-groups' results did not build; using two launches: {}",
+                             what, e.what());
+    ctx.tuning().refuse_summing(options);
+    return nullptr;
+  }
+}
+
+std::string detail::summing_fence_define(const cl::Context& ctx) {
+  return ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : "";
+}
 
 bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
   return ctx.tuning().tensor_core_path(b_half) == TensorCores::Off;
@@ -226,9 +236,9 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   // code built into every product cost the unsplit ones about 3 % of device time on the H200, 2026-12-03).
   bool fused = false;
   if (split && p.batch == 1 && ctx.tuning().gemm_fused_splitk())
-    if (cl_kernel summing = summing_kernel(ctx, "gemm",
+    if (cl_kernel summing = summing_product_kernel(ctx, "gemm",
                                            config.defines() + variant + " -DFUSED_SPLITK=1" +
-                                               (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : ""),
+                                               detail::summing_fence_define(ctx),
                                            config.threads())) {
       kernel = summing;
       fused = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +76,15 @@ struct GemmOperands {
   // weights: K or Vᵀ in the place of the weight). Takes the tensor cores where fp16 weights would.
   bool fp16_products = false;
 };
+// A kernel that sums other work-groups' results itself (split K in gemm.cl / gemm_tc.cl, a group norm's merge in
+// norm.cl), built with `options` by `build` (null where the build cannot run its work-group). Its L2 loads and
+// device-wide fence are inline PTX on NVIDIA: a compiler that refuses them (ErrorKind::Device) is said once (naming
+// `what`), the options are not tried again on this context, and null is returned, so the caller takes its two-launch
+// form.
+cl_kernel summing_kernel(cl::Context& ctx, const std::string& what, const std::string& options,
+                         const std::function<cl_kernel()>& build);
+// The build option of those kernels' fence: " -DSDT_PTX=1" where it is membar.gl (Tuning::gemm_ptx_fence), else "".
+std::string summing_fence_define(const cl::Context& ctx);
 // On gemm_tc.cl when the weight is fp16 and ctx.tuning() says so, else on gemm.cl. Products that gemm_tc.cl cannot
 // run (batched ones, an input norm, act after residual) always run on gemm.cl.
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);

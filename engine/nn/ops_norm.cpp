@@ -15,7 +15,7 @@ constexpr int kNormThreads = 256;
 // A chunk of a group is reduced by one work-group; about this many elements per work-item keep launches
 // meaningful, and at most kMaxChunks chunks per group keep the merge short.
 constexpr std::int64_t kElementsPerItem = 16;
-constexpr std::int64_t kMaxChunks = 64;  // kernels/norm.cl's GROUP_NORM_MAX_CHUNKS
+constexpr std::int64_t kMaxChunks = 64;  // also norm.cl's GROUP_NORM_MAX_CHUNKS (its fused merge's local copy)
 
 // A reduction kernel of kernels/norm.cl with its work-group size (NORM_LS): 256, or the largest power of two
 // the device and the built kernel allow (the kernel requires exactly that size).
@@ -58,13 +58,17 @@ Tensor group_partials(cl::Context& ctx, const std::string& op, const Tensor& x, 
   if (!(eps >= 0)) detail::fail(op, "eps must be non-negative, got " + std::to_string(eps));
   const std::int64_t group_size = x.numel() / groups;
 
-  const bool fuse = affine && ctx.tuning().gemm_fused_splitk();
   int threads = 0;
-  cl_kernel k_partials = reduction_kernel(
-      ctx, "group_norm_partials",
-      affine_options(gamma, beta) +
-          (fuse ? std::string(" -DFUSED_AFFINE=1") + (ctx.tuning().gemm_ptx_fence() ? " -DSDT_PTX=1" : "") : ""),
-      threads);
+  cl_kernel k_partials = nullptr;
+  if (affine && ctx.tuning().gemm_fused_splitk()) {
+    const std::string fused_options = affine_options(gamma, beta) + " -DFUSED_AFFINE=1 -DGROUP_NORM_MAX_CHUNKS=" +
+                                      std::to_string(kMaxChunks) + detail::summing_fence_define(ctx);
+    k_partials = detail::summing_kernel(ctx, "group_norm_partials", fused_options, [&] {
+      return reduction_kernel(ctx, "group_norm_partials", fused_options, threads);
+    });
+  }
+  const bool fuse = k_partials != nullptr;
+  if (!fuse) k_partials = reduction_kernel(ctx, "group_norm_partials", affine_options(gamma, beta), threads);
   const std::int64_t P = std::clamp<std::int64_t>(
       (group_size + threads * kElementsPerItem - 1) / (threads * kElementsPerItem), 1, kMaxChunks);
   if (out) *out = empty(ctx, x.shape);  // first, so a caller's pool state decides which buffer the output gets
@@ -73,7 +77,7 @@ Tensor group_partials(cl::Context& ctx, const std::string& op, const Tensor& x, 
   const cl::Range local(static_cast<std::size_t>(threads), 1);
   if (fuse)
     ctx.launch(k_partials, global, local, x.buffer, static_cast<int>(group_size), static_cast<int>(P), partials.buffer,
-               static_cast<int>(x.dim(0)), eps, gamma.buffer, beta.buffer, affine->buffer,
+               static_cast<int>(C), eps, gamma.buffer, beta.buffer, affine->buffer,
                ctx.zeroed_counters(static_cast<std::size_t>(groups)));
   else
     ctx.launch(k_partials, global, local, x.buffer, static_cast<int>(group_size), static_cast<int>(P),

@@ -131,20 +131,24 @@ std::map<std::string, std::string, std::less<>> g_source_overrides;
 std::map<std::string, std::string, std::less<>> g_options_overrides;
 }  // namespace
 
-void set_source_override(const std::string& name, std::optional<std::string> source) {
+namespace {
+// overrides[name] = value, or no entry for nullopt.
+void set_override(std::map<std::string, std::string, std::less<>>& overrides, const std::string& name,
+                  std::optional<std::string> value) {
   std::lock_guard lock(g_override_mutex);
-  if (source)
-    g_source_overrides[name] = std::move(*source);
+  if (value)
+    overrides[name] = std::move(*value);
   else
-    g_source_overrides.erase(name);
+    overrides.erase(name);
+}
+}  // namespace
+
+void set_source_override(const std::string& name, std::optional<std::string> source) {
+  set_override(g_source_overrides, name, std::move(source));
 }
 
 void set_options_override(const std::string& name, std::optional<std::string> options) {
-  std::lock_guard lock(g_override_mutex);
-  if (options)
-    g_options_overrides[name] = std::move(*options);
-  else
-    g_options_overrides.erase(name);
+  set_override(g_options_overrides, name, std::move(options));
 }
 
 namespace {

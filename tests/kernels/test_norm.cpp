@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "kernel_test_util.hpp"
+#include "runtime/program_cache.hpp"
+#include "sdt_kernel_sources.hpp"
 
 using namespace sdt;
 using nn::DType;
@@ -147,4 +149,42 @@ TEST(GroupNorm, AffineFromOneLaunchIsTheTwoLaunchesBitForBit) {
       EXPECT_EQ(results[1], results[0]) << "one launch against two";
       EXPECT_EQ(results[2], results[0]) << "the second fused launch (the counters reset by the first)";
     }
+}
+
+TEST(GroupNorm, AOneLaunchProgramTheCompilerRefusesFallsBackToTwoLaunches) {
+  // A driver whose compiler refuses the fused merge (its fence and L2 loads are inline PTX on NVIDIA), played by a
+  // norm.cl that stops at FUSED_AFFINE: group_norm_affine takes its two launches with the same bits, and the refused
+  // program is not built again. A context of its own: the refusal stays with the context.
+  auto ctx = test::make_context();
+  cl::TuningOverrides two_launches;
+  two_launches.fused_splitk = false;
+  ctx->set_tuning_overrides(two_launches);
+  const nn::Tensor x = nn::upload(*ctx, test::random_floats(64 * 40 * 40, 710, -2.0f, 3.0f), {64, 40, 40});
+  const auto gamma = test::make_weight(*ctx, test::random_floats(64, 711, 0.5f, 1.5f), {64}, DType::F16);
+  const auto beta = test::make_weight(*ctx, test::random_floats(64, 712, -0.5f, 0.5f), {64}, DType::F16);
+  const std::vector<float> expected =
+      nn::download(*ctx, nn::group_norm_affine(*ctx, x, gamma.tensor, beta.tensor, 32, 1e-6f));
+  cl::TuningOverrides fused;
+  fused.fused_splitk = true;
+  ctx->set_tuning_overrides(fused);
+  cl::set_source_override("norm",
+                          "#if FUSED_AFFINE\n#error \"this compiler refuses the one-launch program\"\n#endif\n" +
+                              std::string(kernels::source("norm")));
+  struct Restore {
+    ~Restore() { cl::set_source_override("norm", std::nullopt); }
+  } restore;
+  int builds = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("call " + std::to_string(round + 1));
+    ctx->set_recording(true, false);
+    (void)ctx->collect_timings();
+    const nn::Tensor affine = nn::group_norm_affine(*ctx, x, gamma.tensor, beta.tensor, 32, 1e-6f);
+    bool affine_kernel = false;
+    for (const auto& t : ctx->collect_timings()) affine_kernel |= t.kernel == "group_norm_affine";
+    ctx->set_recording(false);
+    EXPECT_TRUE(affine_kernel) << "no second launch after the refused build";
+    EXPECT_EQ(nn::download(*ctx, affine), expected);
+    if (round == 0) builds = ctx->programs().stats().source_builds;
+  }
+  EXPECT_EQ(ctx->programs().stats().source_builds, builds) << "the refused program was built again";
 }
