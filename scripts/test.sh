@@ -56,11 +56,12 @@ suite() {
 # use_sigaltstack=0: PoCL's LLVM gives threads that build kernels an alternate signal stack of its own, which ASan
 # would try to unmap as its own when such a thread ends (a CHECK failure, not a finding in our code).
 # The kernels' accuracy at SD-Turbo's full layer shapes is left to the release suite: under ASan those tests spend
-# their time in the reference loops (80 of the suite's 746 s in sum), and the host code they run is what the same
-# families' odd-shape tests run here too.
+# their time in the reference loops (80 of the suite's 746 s in sum; the Winograd filter's per-call form at SD-Turbo's
+# widths and its fp16 error another 38 s), and the host code they run is what the same families' odd-shape tests
+# run here too.
 asan_suite() {
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:use_sigaltstack=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    suite debug -E '^(Conv2d|Linear|Winograd)\.MatchesReferenceAt(UNet|Vae|TextEncoder|UNetAndTaesd)Shapes$|^WinogradAccuracy\.'
+    suite debug -E '^(Conv2d|Linear|Winograd)\.MatchesReferenceAt(UNet|Vae|TextEncoder|UNetAndTaesd)Shapes$|^WinogradAccuracy\.|^Winograd\.(FilterTransformedAtEachCallMatchesReferenceAtSdTurboShapes|ErrorOfFp16FiltersAgainstDirectConvolution)$'
 }
 
 # The kernels in an OpenCL interpreter that checks every memory access and every work-group barrier: the

@@ -147,30 +147,40 @@ TEST(Winograd, BothTilesInBothStoragesAtVaeWidth) {
       }
 }
 
-TEST(Winograd, FilterTransformedAtEachCallAtSdTurboAndOddShapes) {
-  // Each call transforms the stored 3×3 filter into an fp32 workspace first: SD-Turbo's widths with both tiles and
-  // storages, then odd channel counts, edges, padding and upsampling, with every fusion.
+namespace {
+
+// Each call transforms the stored 3×3 filter into an fp32 workspace first: SD-Turbo's widths, then odd channel
+// counts, edges, padding and upsampling, with every fusion; both tiles and both storages.
+void check_per_call(const std::vector<std::pair<WinogradCase, std::uint32_t>>& cases) {
   for (DType storage : {DType::F16, DType::F32})
-    for (int m : {4, 2}) {
-      auto with = [&](WinogradCase c) {
+    for (int m : {4, 2})
+      for (auto [c, seed] : cases) {
         c.m = m;
         c.filter = Filter::PerCall;
-        return c;
-      };
-      check_winograd(with({"unet-320-norm-residual", test::conv_shape(320, 16, 16, 320), true, true, Act::None, true}),
-                     storage, 90);
-      check_winograd(with({"unet-960-320", test::conv_shape(960, 8, 8, 320), true, false, Act::None, true}), storage,
-                     91);
-      check_winograd(with({"vae-upsample-512", test::conv_shape(512, 4, 6, 512, 1, true)}), storage, 92);
-      check_winograd(with({"taesd-64-relu", test::conv_shape(64, 20, 20, 64), true, false, Act::ReLU}), storage, 93);
-      check_winograd(with({"partial-tiles", test::conv_shape(13, 7, 9, 7), true, true, Act::GELU}), storage, 94);
-      check_winograd(with({"odd-norm-up", test::conv_shape(27, 11, 6, 9, 1, true), true, false, Act::None, true}),
-                     storage, 95);
-      check_winograd(with({"one-pixel", test::conv_shape(19, 1, 1, 5), true, true, Act::None, true}), storage, 96);
-      ref::ConvShape asym = test::conv_shape(6, 9, 5, 17);
-      asym.pad_top = 0, asym.pad_bottom = 2, asym.pad_left = 2, asym.pad_right = 1;
-      check_winograd(with({"asymmetric-pad", asym, true, false, Act::SiLU}), storage, 97);
-    }
+        check_winograd(c, storage, seed);
+      }
+}
+
+}  // namespace
+
+TEST(Winograd, FilterTransformedAtEachCallMatchesReferenceAtSdTurboShapes) {
+  check_per_call({
+      {{"unet-320-norm-residual", test::conv_shape(320, 16, 16, 320), true, true, Act::None, true}, 90},
+      {{"unet-960-320", test::conv_shape(960, 8, 8, 320), true, false, Act::None, true}, 91},
+      {{"vae-upsample-512", test::conv_shape(512, 4, 6, 512, 1, true)}, 92},
+      {{"taesd-64-relu", test::conv_shape(64, 20, 20, 64), true, false, Act::ReLU}, 93},
+  });
+}
+
+TEST(Winograd, FilterTransformedAtEachCallAtOddShapes) {
+  ref::ConvShape asym = test::conv_shape(6, 9, 5, 17);
+  asym.pad_top = 0, asym.pad_bottom = 2, asym.pad_left = 2, asym.pad_right = 1;
+  check_per_call({
+      {{"partial-tiles", test::conv_shape(13, 7, 9, 7), true, true, Act::GELU}, 94},
+      {{"odd-norm-up", test::conv_shape(27, 11, 6, 9, 1, true), true, false, Act::None, true}, 95},
+      {{"one-pixel", test::conv_shape(19, 1, 1, 5), true, true, Act::None, true}, 96},
+      {{"asymmetric-pad", asym, true, false, Act::SiLU}, 97},
+  });
 }
 
 TEST(Winograd, ErrorOfFp16FiltersAgainstDirectConvolution) {
