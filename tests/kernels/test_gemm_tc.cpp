@@ -338,6 +338,10 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
     check_conv("1x1", conv(40, 9, 15, 70, 1, 1, 0), 604, true);
     check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 605);
     check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 608);
+    // Several whole K tiles before a partial one in every loader, with and without aligned rows.
+    check_conv("1x1-long", conv(100, 9, 15, 70, 1, 1, 0), 617);
+    check_conv("upsample-long", conv(13, 5, 3, 17, 3, 1, 1, true), 618, true);
+    check_linear({"odd-long", 13, 127, 101}, 619);
   }
   {
     PathScope emulated(TensorCores::Emulated, kBig);
