@@ -74,9 +74,15 @@ const TuningRow kTable[] = {
         // the UNet took 15.2 ms against 14.05 (A/B, call4-fused-160).
         // The images' 3-channel convolutions (VAE and TAESD) on 16×64 tiles of 2 warps: 6.0-6.1 TFLOP/s against
         // 3.9-4.1 on 64×64, which compute 61 padding rows (kernel bench, call3-conv-row).
+        // The VAE's 512- and 256-channel convolutions from 128×128 pixels up on 256×64 tiles of 8 warps (half the
+        // gathered activations a product): 157.1 / 148.5 / 157.0 TFLOP/s at 512 @128², 256 @256² and the 64 -> 128
+        // upsampling against 149.6 / 143.3 / 145.1 on 128×128; at 64² (98.7 against 106.5) and for 128 channels
+        // (256 rows: half padding) 128×128 stays (kernel bench, docs/bench/2026-12-04-night2/call3-one-block).
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
+                         .wide = TcConfig{256, 64, 4, 2},
+                         .wide_pixels = 128 * 128,
                          .fused_splitk = true,
                          .conv_fused_splitk = false},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
@@ -464,6 +470,7 @@ TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
     const auto& forced = effective_.tensor_core_conv_tiles;
     if (forced && M > 64 && fits_tile(*forced)) return *forced;
     if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
+    if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits_tile(*tc.wide)) return *tc.wide;
   }
   if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return tc.small;
   if (mode == GemmMode::Conv) return tc.big;

@@ -149,6 +149,10 @@ struct TensorCoreRow {
   std::optional<TcConfig> conv = {};
   // k×k convolutions with at most its rows of output channels (an image's 3), if set (else `small`).
   std::optional<TcConfig> narrow = {};
+  // k×k convolutions over at least wide_pixels output pixels whose output channels its rows divide (and `conv`'s
+  // do not), if set (else `big`).
+  std::optional<TcConfig> wide = {};
+  int wide_pixels = 128 * 128;
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;

@@ -194,6 +194,7 @@ const TcConfig kBig{128, 128, 2, 4};
 const TcConfig kSmall{64, 64, 2, 2};
 const TcConfig kConv160{160, 64, 2, 2};  // NVIDIA's convolution tile: 80 rows (5 mma tiles) per warp
 const TcConfig kNarrow{16, 64, 1, 2};    // NVIDIA's tile for 3-channel images: one mma tile of rows per warp
+const TcConfig kWide{256, 64, 4, 2};     // NVIDIA's tile for the VAE's wide convolutions: 8 warps, 64 rows each
 
 }  // namespace
 
@@ -256,7 +257,7 @@ TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
 
 TEST(TensorCores, MatchFp16ReferenceAtOddShapesInEveryTileConfiguration) {
   REQUIRE_TENSOR_CORES();
-  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow}) {
+  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide}) {
     PathScope ptx(TensorCores::Ptx, config);
     SCOPED_TRACE(config.defines());
     check_linear({"odd", 13, 127, 37}, 520);
@@ -301,7 +302,7 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
         nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
     SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
-    for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow}) {
+    for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide}) {
       PathScope ptx(TensorCores::Ptx, config);
       check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 550);
       check_linear({"odd", 13, 127, 37}, 551);
@@ -364,6 +365,15 @@ TEST(TensorCoreTiles, EmulatedNarrowTileMatchesFp16Reference) {
   check_linear({"narrow-linear", 70, 96, 20, true, Act::GELU, true}, 616);
 }
 
+TEST(TensorCoreTiles, EmulatedWideTileMatchesFp16Reference) {
+  // 256 rows of 8 warps: channels that fill a tile and a partial second one, one K slice and several.
+  PathScope emulated(TensorCores::Emulated, kWide);
+  check_conv("wide-260", conv(24, 9, 8, 260, 3, 1, 1), 620, true);
+  check_conv("wide-upsample", conv(20, 5, 4, 256, 3, 1, 1, true), 621);
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+  check_conv("wide-split", conv(40, 6, 7, 256, 3, 1, 1), 622, true);
+}
+
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
   PathScope emulated(TensorCores::Emulated, kSmall);
   for (int splits : {3, 40}) {
@@ -398,6 +408,7 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   auto& ctx = test::kernel_context();
   EXPECT_TRUE(kConv160.valid());
   EXPECT_TRUE(kNarrow.valid());
+  EXPECT_TRUE(kWide.valid());
   // k×k convolutions take the row's convolution tile where its rows divide the channels, else 128×128 tiles unless
   // an axis has 64 outputs or fewer; linear layers take 128×128 only when the tiles alone fill the device twice over.
   PathScope automatic(std::nullopt);

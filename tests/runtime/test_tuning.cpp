@@ -240,13 +240,21 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
 
 TEST(Tuning, TensorCoreTilesFollowTheShape) {
   const Tuning h200(kH200, true);
-  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2}, narrow{16, 64, 1, 2};
-  // The UNet's convolutions: 160-row tiles divide 320, 640 and 1280 channels (at 8×8 too); the VAE's 512, 256 and
-  // 128 channels take 128×128; 64 channels or fewer the small tiles.
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2}, narrow{16, 64, 1, 2},
+      wide{256, 64, 4, 2};
+  // The UNet's convolutions: 160-row tiles divide 320, 640 and 1280 channels (at 8×8 too); the VAE's 512 and 256
+  // channels take 256-row tiles from 128×128 pixels up, 128×128 below that and for 128 channels; 64 channels or
+  // fewer the small tiles.
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), conv);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 32 * 32, 640), conv);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), conv);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 512), big);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 128 * 128, 512), wide);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 256 * 256, 512), wide);  // the upsampler to 256²
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 256 * 256, 256), wide);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 256), wide);  // the upsampler to 512²
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 127 * 129, 512), big);   // one pixel short of 128²
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 256 * 256, 384), big);   // 1.5 tiles of 256
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 128), big);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 16 * 16, 1000), big);    // 1000 channels: 6.25 tiles of 160
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1000), small);    // 64 pixels
@@ -261,6 +269,7 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   // kernel; an override of the sum wins.
   EXPECT_FALSE(h200.fused_splitk_for(conv));
   EXPECT_TRUE(h200.fused_splitk_for(big));
+  EXPECT_TRUE(h200.fused_splitk_for(wide));
   EXPECT_TRUE(h200.fused_splitk_for(small));
   EXPECT_TRUE(Tuning(kH200, true, {.fused_splitk = true}).fused_splitk_for(conv));
   EXPECT_TRUE(Tuning(kH200, true, {.tensor_core_features = cl::TensorCoreFeatures{0, true}}).fused_splitk_for(conv));
