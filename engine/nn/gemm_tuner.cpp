@@ -19,7 +19,7 @@ namespace {
 using cl::GemmConfig;
 using cl::GemmMode;
 
-constexpr int kFormatVersion = 3;    // 2: the UNet's small products timed too; 3: big linear tiles
+constexpr int kFormatVersion = 4;  // 2: the UNet's small products timed too; 3: big linear tiles; 4: the long-K rule
 constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
 
 // Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
@@ -137,23 +137,50 @@ double time_product(cl::Context& ctx, const Operands& o, int runs) {
   return total / std::max(runs, 1);
 }
 
-// The context's overrides with `config` for every gemm.cl product and no tensor cores, restored on destruction.
-class PinConfig {
+// The context's overrides changed by `change` (always: no tensor cores, every product on gemm.cl), restored on
+// destruction.
+class ScopedOverrides {
  public:
-  PinConfig(cl::Context& ctx, const GemmConfig& config) : ctx_(ctx), saved_(ctx.tuning().overrides()) {
+  template <typename Change>
+  ScopedOverrides(cl::Context& ctx, Change change) : ctx_(ctx), saved_(ctx.tuning().overrides()) {
     cl::TuningOverrides o = saved_;
-    o.gemm = config;
     o.tensor_cores = cl::TensorCores::Off;
+    change(o);
     ctx_.set_tuning_overrides(o);
   }
-  ~PinConfig() { ctx_.set_tuning_overrides(saved_); }
-  PinConfig(const PinConfig&) = delete;
-  PinConfig& operator=(const PinConfig&) = delete;
+  ~ScopedOverrides() { ctx_.set_tuning_overrides(saved_); }
+  ScopedOverrides(const ScopedOverrides&) = delete;
+  ScopedOverrides& operator=(const ScopedOverrides&) = delete;
 
  private:
   cl::Context& ctx_;
   cl::TuningOverrides saved_;
 };
+
+// `config` for every gemm.cl product (the general split-K rule still splits).
+ScopedOverrides pin_config(cl::Context& ctx, const GemmConfig& config) {
+  return ScopedOverrides(ctx, [&](cl::TuningOverrides& o) { o.gemm = config; });
+}
+
+// `row` as the context's tuned row (its rules decide each product's tiles).
+ScopedOverrides install_row(cl::Context& ctx, const cl::GemmRow& row) {
+  return ScopedOverrides(ctx, [&](cl::TuningOverrides& o) {
+    o.gemm.reset();
+    o.tuned_gemm = row;
+  });
+}
+
+// A row whose big tiles are `config` for the long-K products alone, at `resident` work-groups per compute unit.
+cl::GemmRow long_k_row(const GemmConfig& config, int resident) {
+  cl::GemmRow row{config, config};
+  row.linear_big = config;
+  row.big_groups_per_unit = kBigTilesNever;
+  row.long_k = kLongK;
+  row.long_k_rows = kLongKRows;
+  row.big_resident_per_unit = resident;
+  row.long_k_fill = kLongKFill;
+  return row;
+}
 
 std::string config_text(const GemmConfig& c) {
   char buf[96];
@@ -205,7 +232,49 @@ std::vector<GemmTuneProduct> key_gemm_products() {
       {GemmMode::Conv, 256, 1280, 11520, 1},    // UNet 16×16: 3×3, 1280 → 1280, direct (split-K)
       {GemmMode::Conv, 64, 1280, 11520, 1},     // UNet 8×8: the same
       {GemmMode::Linear, 4096, 2560, 320, 1, true},  // big: the UNet's GEGLU projection at 64×64
+      {GemmMode::Linear, 4096, 320, 1280, 1, false, true},  // long K: the UNet's feed-forward out at 64×64
+      {GemmMode::Linear, 1024, 640, 2560, 1, false, true},  // and at 32×32
   };
+}
+
+cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, const std::string& device) {
+  auto best = [&](double GemmTuneCandidate::*ms) {
+    const GemmTuneCandidate* pick = nullptr;
+    for (const auto& c : candidates)
+      if (c.*ms >= 0 && (!pick || c.*ms < pick->*ms)) pick = &c;
+    return pick;
+  };
+  const GemmTuneCandidate *linear = best(&GemmTuneCandidate::linear_ms), *conv = best(&GemmTuneCandidate::conv_ms);
+  if (!linear || !conv)
+    throw Error(ErrorKind::Device, "gemm tuner: no tile configuration computed correct products on " + device,
+                "update the GPU driver; the engine keeps the default tiles");
+  cl::GemmRow row{linear->config, conv->config};
+  // Big tiles only where they beat the linear choice at the big products by kBigTileGain (the engine takes them
+  // only for products whose big tiles alone fill the device: GemmRow::big_groups_per_unit).
+  if (const GemmTuneCandidate* big = best(&GemmTuneCandidate::big_ms);
+      big && big->config != linear->config && linear->big_ms > 0 && big->big_ms <= kBigTileGain * linear->big_ms)
+    row.linear_big = big->config;
+  // The long-K rule where it beats the general rule on the linear choice by kBigTileGain: on the row's big tiles,
+  // or on the fastest candidate's as big tiles for the long-K products alone.
+  const GemmTuneCandidate* pick = nullptr;
+  if (row.linear_big) {
+    for (const auto& c : candidates)
+      if (c.config == *row.linear_big) pick = &c;
+  } else {
+    pick = best(&GemmTuneCandidate::long_k_ms);
+  }
+  if (pick && pick->long_k_ms >= 0 && pick->long_k_resident > 0 && linear->long_k_plain_ms > 0 &&
+      pick->long_k_ms <= kBigTileGain * linear->long_k_plain_ms) {
+    if (!row.linear_big) {
+      row.linear_big = pick->config;
+      row.big_groups_per_unit = kBigTilesNever;
+    }
+    row.long_k = kLongK;
+    row.long_k_rows = kLongKRows;
+    row.big_resident_per_unit = pick->long_k_resident;
+    row.long_k_fill = kLongKFill;
+  }
+  return row;
 }
 
 GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
@@ -232,14 +301,36 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
     timed.push_back(make_operands(ctx, products[i], options.storage, 200 + static_cast<std::uint32_t>(i)));
 
   const bool any_big = std::any_of(products.begin(), products.end(), [](const auto& p) { return p.big; });
+  const bool any_long_k = std::any_of(products.begin(), products.end(), [](const auto& p) { return p.long_k; });
+  // Device milliseconds of the long-K products on the context's overrides as they are.
+  auto time_long_k = [&]() {
+    ctx.set_recording(true);
+    double ms = 0;
+    for (const Operands& o : timed)
+      if (o.product.long_k) ms += time_product(ctx, o, options.runs);
+    ctx.set_recording(false);
+    ctx.collect_timings();
+    return ms;
+  };
+  // Whether the context's rules give any long-K product the long-K rule's tiles.
+  auto rule_takes_long_k = [&]() {
+    for (const Operands& o : timed)
+      if (o.product.long_k && ctx.tuning().long_k_splits(o.product.mode, o.product.M, o.product.N, o.product.K))
+        return true;
+    return false;
+  };
   GemmTuneResult result;
+  if (any_long_k) {
+    ScopedOverrides as_is(ctx, [](cl::TuningOverrides&) {});
+    result.table_long_k_ms = time_long_k();
+  }
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (options.cancel && options.cancel->load(std::memory_order_relaxed))
       throw Error(ErrorKind::Cancelled, "kernel tuning was cancelled");
     GemmTuneCandidate candidate;
     candidate.config = candidates[i];
     try {
-      PinConfig pin(ctx, candidates[i]);
+      ScopedOverrides pin = pin_config(ctx, candidates[i]);
       ctx.set_recording(false);
       bool linear_ok = true, conv_ok = true;
       for (const Operands& o : check_operands) {
@@ -249,6 +340,7 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
       ctx.set_recording(true);
       double linear_ms = 0, conv_ms = 0, big_ms = 0;
       for (const Operands& o : timed) {
+        if (o.product.long_k) continue;
         double& family = o.product.big ? big_ms : o.product.mode == GemmMode::Linear ? linear_ms : conv_ms;
         family += time_product(ctx, o, options.runs);
       }
@@ -257,6 +349,19 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
       candidate.linear_ms = linear_ok ? linear_ms : -1;
       candidate.conv_ms = conv_ok ? conv_ms : -1;
       candidate.big_ms = linear_ok && any_big ? big_ms : -1;
+      if (linear_ok && any_long_k) {
+        candidate.long_k_plain_ms = time_long_k();
+        // The same products as the long-K rule's big tiles, at each residency where the rule takes one.
+        for (int resident : kLongKResidencies) {
+          ScopedOverrides rule = install_row(ctx, long_k_row(candidates[i], resident));
+          if (!rule_takes_long_k()) continue;
+          const double ms = time_long_k();
+          if (candidate.long_k_ms < 0 || ms < candidate.long_k_ms) {
+            candidate.long_k_ms = ms;
+            candidate.long_k_resident = resident;
+          }
+        }
+      }
       if (!linear_ok || !conv_ok)
         log->warn("gemm tuner: {} computed a wrong product ({}); it is not chosen", config_text(candidates[i]),
                   !linear_ok ? "linear" : "batched");
@@ -276,22 +381,11 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
     if (options.progress) options.progress(static_cast<int>(i) + 1, static_cast<int>(candidates.size()));
   }
 
-  auto best = [&](double GemmTuneCandidate::*ms) {
-    const GemmTuneCandidate* pick = nullptr;
-    for (const auto& c : result.candidates)
-      if (c.*ms >= 0 && (!pick || c.*ms < pick->*ms)) pick = &c;
-    return pick;
-  };
-  const GemmTuneCandidate *linear = best(&GemmTuneCandidate::linear_ms), *conv = best(&GemmTuneCandidate::conv_ms);
-  if (!linear || !conv)
-    throw Error(ErrorKind::Device, "gemm tuner: no tile configuration computed correct products on " + ctx.info().name,
-                "update the GPU driver; the engine keeps the default tiles");
-  result.row = {linear->config, conv->config};
-  // Big tiles only where they beat the linear choice at the big products by kBigTileGain (the engine takes them
-  // only for products whose big tiles alone fill the device: GemmRow::big_groups_per_unit).
-  if (const GemmTuneCandidate* big = best(&GemmTuneCandidate::big_ms);
-      big && big->config != linear->config && linear->big_ms > 0 && big->big_ms <= kBigTileGain * linear->big_ms)
-    result.row.linear_big = big->config;
+  result.row = choose_gemm_row(result.candidates, ctx.info().name);
+  if (any_long_k) {
+    ScopedOverrides chosen = install_row(ctx, result.row);
+    result.tuned_long_k_ms = time_long_k();
+  }
   return result;
 }
 
@@ -312,7 +406,8 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
   if (path.empty()) return std::nullopt;
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw", "conv …" and, when chosen, "linear_big …".
+  // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw", "conv …" and, when chosen, "linear_big …" and
+  // "long_k <long_k> <rows> <resident> <fill in thousandths> <big_groups_per_unit>".
   std::string magic;
   int version = 0;
   cl::GemmRow row;
@@ -320,13 +415,27 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
   if (!(in >> magic >> version) || magic != "sdturbo-gemm-tuning" || version != kFormatVersion) return std::nullopt;
   std::string family;
   while (in >> family) {
+    if (family == "long_k") {
+      int long_k = 0, rows = 0, resident = 0, fill = 0, groups = 0;
+      if (!(in >> long_k >> rows >> resident >> fill >> groups) || long_k <= 0 || rows <= 0 || resident <= 0 ||
+          fill <= 0 || fill > 1000 || groups <= 0) {
+        linear = false;  // damaged: tuned again
+        break;
+      }
+      row.long_k = long_k;
+      row.long_k_rows = rows;
+      row.big_resident_per_unit = resident;
+      row.long_k_fill = fill / 1000.0;
+      row.big_groups_per_unit = groups;
+      continue;
+    }
     GemmConfig c;
     if (!(in >> c.tm >> c.tn >> c.tk >> c.wm >> c.wn >> c.vw) || !runs_here(ctx, c)) break;
     if (family == "linear") row.linear = c, linear = true;
     if (family == "conv") row.conv = c, conv = true;
     if (family == "linear_big") row.linear_big = c;
   }
-  if (!linear || !conv) {
+  if (!linear || !conv || (row.long_k && !row.linear_big)) {
     log::get("engine")->warn("ignoring the kernel tuning file {}: unreadable or not for this device; tuning again",
                              path.string());
     return std::nullopt;
@@ -350,6 +459,9 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
     line("linear", row.linear);
     line("conv", row.conv);
     if (row.linear_big) line("linear_big", *row.linear_big);
+    if (row.long_k)
+      out << "long_k " << row.long_k << ' ' << row.long_k_rows << ' ' << row.big_resident_per_unit << ' '
+          << std::lround(row.long_k_fill * 1000) << ' ' << row.big_groups_per_unit << '\n';
     if (!out) {
       log::get("engine")->warn("could not write the kernel tuning file {}: it runs again next time", tmp.string());
       return;
@@ -360,8 +472,17 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
 }
 
 std::string gemm_row_text(const cl::GemmRow& row) {
-  return "{.linear = " + config_text(row.linear) + ", .conv = " + config_text(row.conv) +
-         (row.linear_big ? ", .linear_big = GemmConfig" + config_text(*row.linear_big) : std::string()) + "}";
+  std::string text = "{.linear = " + config_text(row.linear) + ", .conv = " + config_text(row.conv);
+  if (row.linear_big) text += ", .linear_big = GemmConfig" + config_text(*row.linear_big);
+  if (row.big_groups_per_unit != cl::GemmRow{}.big_groups_per_unit)
+    text += ", .big_groups_per_unit = " + std::to_string(row.big_groups_per_unit);
+  if (row.long_k) {
+    char fill[32];
+    std::snprintf(fill, sizeof fill, "%g", row.long_k_fill);
+    text += ", .long_k = " + std::to_string(row.long_k) + ", .long_k_rows = " + std::to_string(row.long_k_rows) +
+            ", .big_resident_per_unit = " + std::to_string(row.big_resident_per_unit) + ", .long_k_fill = " + fill;
+  }
+  return text + "}";
 }
 
 std::optional<GemmTuneResult> prepare_gemm_tuning(cl::Context& ctx, bool force, const GemmTuneOptions& options) {

@@ -4,8 +4,9 @@
 // safe default row. For such a device the engine, while it opens, times a handful of tile configurations at
 // SD-Turbo's key products (a few seconds, with progress, cancellable), keeps for each family (linear layers;
 // convolutions: the Winograd convolution's batched products and the direct ones; big linear products, for
-// GemmRow::linear_big) the fastest configuration that computes the same products as the reference loops,
-// installs it as the context's tuned row and stores it beside the kernel binaries, keyed by device, driver and
+// GemmRow::linear_big) the fastest configuration that computes the same products as the reference loops, and
+// for the products of a long K on few tiles whether the long-K rule (GemmRow::long_k: big tiles, K split to fill
+// their last round) beats the general one, with which tiles and residency; installs it as the context's tuned row and stores it beside the kernel binaries, keyed by device, driver and
 // kernel source, so later starts read it back.
 // `sdturbo-bench --tune` runs it on any device and prints the table row to add.
 #pragma once
@@ -24,12 +25,24 @@ namespace sdt::nn {
 
 // One product the tuner times: a linear layer (M × K → N) or a batched 1×1-convolution-layout product (the
 // Winograd convolution's: batch × [N, K] · [K, M]). `big`: a linear product of the size that big tiles are for
-// (GemmRow::linear_big), timed as a family of its own.
+// (GemmRow::linear_big), timed as a family of its own. `long_k`: a linear product of a long K on few tiles (at
+// least kLongK inputs and kLongKRows rows), timed as the engine runs it: under the general rule and under the
+// long-K rule.
 struct GemmTuneProduct {
   cl::GemmMode mode = cl::GemmMode::Linear;
   int M = 0, N = 0, K = 0, batch = 1;
   bool big = false;
+  bool long_k = false;
 };
+
+// The long-K rule's thresholds in a tuned row (those of the NVIDIA row, measured there: the UNet's feed-forward
+// out products), and the work-groups per compute unit the tuner tries as its residency (which registers and local
+// memory decide, and OpenCL does not report).
+inline constexpr int kLongK = 640, kLongKRows = 1024;
+inline constexpr double kLongKFill = 0.9;
+inline constexpr int kLongKResidencies[] = {1, 2, 4};
+// A tuned row whose big tiles are for long-K products only: no product fills the device this many times over.
+inline constexpr int kBigTilesNever = 1 << 20;
 
 struct GemmTuneOptions {
   std::vector<cl::GemmConfig> candidates;             // empty: gemm_tune_candidates()
@@ -46,6 +59,11 @@ struct GemmTuneCandidate {
   // correctness check (or the device could not run the configuration).
   double linear_ms = -1, conv_ms = -1;
   double big_ms = -1;  // the big linear products (none among the products: stays -1)
+  // The long-K products (none: stays -1): on this configuration under the general rule (`long_k_plain_ms`), and as
+  // the big tiles of the long-K rule at its best residency (`long_k_ms`, `long_k_resident`; -1 / 0 where the rule
+  // takes no product at any residency).
+  double long_k_plain_ms = -1, long_k_ms = -1;
+  int long_k_resident = 0;
 };
 
 // Big tiles are kept only where they beat the linear choice on the big products by this much (they also cost a
@@ -54,10 +72,16 @@ inline constexpr double kBigTileGain = 0.95;
 
 struct GemmTuneResult {
   // The choice: the fastest correct candidate of each family; linear_big the fastest at the big linear products
-  // when it takes at most kBigTileGain of the linear choice's time there, else none.
+  // when it takes at most kBigTileGain of the linear choice's time there, else none. The long-K rule (long_k set)
+  // when its best time at the long-K products takes at most kBigTileGain of the linear choice's under the general
+  // rule: with the row's big tiles if it has them, else with the fastest candidate as big tiles for those products
+  // alone (big_groups_per_unit = kBigTilesNever).
   cl::GemmRow row;
   std::vector<GemmTuneCandidate> candidates;
   bool from_cache = false;
+  // The long-K products as the context ran them before the tuning (the table's row, for sdturbo-bench --tune) and
+  // with the choice; -1 without long-K products (and from the cache).
+  double table_long_k_ms = -1, tuned_long_k_ms = -1;
 };
 
 // The configurations tried on this device: the table's row first (the tuner never does worse than it), then tiles
@@ -68,8 +92,13 @@ std::vector<cl::GemmConfig> gemm_tune_candidates(const cl::Context& ctx);
 // SD-Turbo's key products at 512×512: the UNet's projections at 64×64 (4096 tokens × 320 → 1280) and 16×16 (256
 // tokens, 1280 → 1280), the text encoder's 77-token products, Winograd's batched products at the VAE's and UNet's
 // widths, and the UNet's direct 3×3 convolutions at 16×16 and 8×8 (1280 channels; split along K on large GPUs);
-// the big linear family: the UNet's GEGLU projection at 64×64 (4096 tokens, 320 → 2560).
+// the big linear family: the UNet's GEGLU projection at 64×64 (4096 tokens, 320 → 2560); the long-K family: the
+// UNet's feed-forward out products at 64×64 and 32×32 (4096 tokens, 1280 → 320; 1024 tokens, 2560 → 640).
 std::vector<GemmTuneProduct> key_gemm_products();
+
+// The choice from the candidates' times (GemmTuneResult::row says the rules); Error (Device, naming `device`) when no
+// candidate computed correct products of both families.
+cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, const std::string& device);
 
 // Times the candidates and returns the choice; changes nothing on the context it leaves behind.
 GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options = {});

@@ -37,7 +37,7 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
   report.tuned_tiles = nn::gemm_row_text(result.row);
   report.cache_file = nn::gemm_tuning_file(ctx).string();
   for (const auto& c : result.candidates) {
-    report.candidates.push_back({tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms});
+    report.candidates.push_back({tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms, c.long_k_plain_ms, c.long_k_ms});
     if (c.config == table.linear) report.table_linear_ms = c.linear_ms;
     if (c.config == table.conv) report.table_conv_ms = c.conv_ms;
     if (c.config == table.linear_big.value_or(table.linear)) report.table_big_ms = c.big_ms;
@@ -45,6 +45,8 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
     if (c.config == result.row.conv) report.tuned_conv_ms = c.conv_ms;
     if (c.config == result.row.linear_big.value_or(result.row.linear)) report.tuned_big_ms = c.big_ms;
   }
+  report.table_long_k_ms = result.table_long_k_ms;
+  report.tuned_long_k_ms = result.tuned_long_k_ms;
   return report;
 }
 

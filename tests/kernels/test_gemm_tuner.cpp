@@ -84,6 +84,111 @@ TEST(GemmTuner, BigLinearTilesAreKeptOnlyWhereTheyWinAtTheBigProducts) {
       << nn::gemm_row_text(r.row);
 }
 
+TEST(GemmTuner, TheLongKRuleIsKeptOnlyWhereItBeatsTheGeneralRule) {
+  // A product of kLongKRows rows and kLongK inputs on 128×64 tiles is 8 tiles: the rule takes it at some residency
+  // on any device of 2 compute units or more; on 64×64 tiles (16) maybe not. Timed both ways, the choice follows
+  // the measured times.
+  auto& ctx = test::kernel_context();
+  const cl::TuningOverrides before = ctx.tuning().overrides();
+  nn::GemmTuneOptions options = small_options();
+  options.candidates = {{64, 64, 16, 8, 8, 8}, {128, 64, 16, 8, 8, 8}};
+  const nn::GemmTuneProduct long_k{cl::GemmMode::Linear, nn::kLongKRows, 40, nn::kLongK, 1, false, true};
+  options.products.push_back(long_k);
+  const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
+  ASSERT_EQ(r.candidates.size(), 2u);
+  for (const auto& c : r.candidates) EXPECT_GT(c.long_k_plain_ms, 0) << c.config.defines();
+  const auto& tall = r.candidates[1];
+  ASSERT_GT(tall.long_k_ms, 0) << "the rule takes 8 tiles of 128 rows at some residency";
+  EXPECT_TRUE(tall.long_k_resident == 1 || tall.long_k_resident == 2 || tall.long_k_resident == 4);
+  EXPECT_GT(r.table_long_k_ms, 0);
+  EXPECT_GT(r.tuned_long_k_ms, 0);
+
+  // The rule on the times measured (no big products here, so the pick is the fastest under the rule).
+  const auto* linear = r.row.linear == r.candidates[0].config ? &r.candidates[0] : &r.candidates[1];
+  const nn::GemmTuneCandidate* pick = nullptr;
+  for (const auto& c : r.candidates)
+    if (c.long_k_ms > 0 && (!pick || c.long_k_ms < pick->long_k_ms)) pick = &c;
+  const bool keep = pick && pick->long_k_ms <= nn::kBigTileGain * linear->long_k_plain_ms;
+  std::printf("  long K: general rule %.3f / %.3f ms, long-K rule %.3f / %.3f ms (64x64 / 128x64): %s\n",
+              r.candidates[0].long_k_plain_ms, tall.long_k_plain_ms, r.candidates[0].long_k_ms, tall.long_k_ms,
+              keep ? "kept" : "not kept");
+  ASSERT_EQ(r.row.long_k != 0, keep) << "rule " << tall.long_k_ms << ", general " << linear->long_k_plain_ms;
+  const std::string text = nn::gemm_row_text(r.row);
+  EXPECT_EQ(text.find(".long_k = 640") != std::string::npos, keep) << text;
+  if (keep) {
+    ASSERT_TRUE(r.row.linear_big.has_value());
+    EXPECT_EQ(*r.row.linear_big, pick->config);
+    EXPECT_EQ(r.row.big_groups_per_unit, nn::kBigTilesNever) << "big tiles for the long-K products alone";
+    EXPECT_EQ(r.row.big_resident_per_unit, pick->long_k_resident);
+    // Installed, the row gives the product the rule's tiles and slices; a product that fills the device does not.
+    test::TuningScope tuned(ctx, [&](cl::TuningOverrides& o) {
+      o = before;
+      o.tuned_gemm = r.row;
+    });
+    EXPECT_TRUE(ctx.tuning().long_k_splits(cl::GemmMode::Linear, long_k.M, long_k.N, long_k.K).has_value());
+    EXPECT_EQ(ctx.tuning().gemm(cl::GemmMode::Linear, long_k.M, long_k.N, long_k.K), pick->config);
+    EXPECT_EQ(ctx.tuning().gemm(cl::GemmMode::Linear, 1 << 16, 4096, 64), r.row.linear);
+  }
+  EXPECT_EQ(ctx.tuning().overrides().gemm, before.gemm) << "the tuner leaves the context as it found it";
+  EXPECT_EQ(ctx.tuning().overrides().tuned_gemm.has_value(), before.tuned_gemm.has_value());
+}
+
+TEST(GemmTuner, TheChoiceFollowsTheRulesOnTheTimes) {
+  const cl::GemmConfig a{64, 64, 16, 4, 4, 4}, b{128, 64, 16, 8, 4, 4}, c{128, 128, 16, 8, 8, 4};
+  // {config, linear, conv, big, long K general, long-K rule, residency}
+  auto candidate = [](cl::GemmConfig config, double linear, double conv, double big, double plain, double rule,
+                      int resident) {
+    nn::GemmTuneCandidate t;
+    t.config = config;
+    t.linear_ms = linear, t.conv_ms = conv, t.big_ms = big;
+    t.long_k_plain_ms = plain, t.long_k_ms = rule, t.long_k_resident = resident;
+    return t;
+  };
+  // No big tiles chosen; the long-K rule on b is 20 % faster than the general rule on the linear choice (a): kept,
+  // b as big tiles for the long-K products alone, at b's residency.
+  cl::GemmRow row = nn::choose_gemm_row(
+      {candidate(a, 1.0, 2.0, 3.0, 1.0, 0.95, 2), candidate(b, 1.1, 1.9, 3.1, 1.2, 0.8, 4)}, "test");
+  EXPECT_EQ(row.linear, a);
+  EXPECT_EQ(row.conv, b);
+  ASSERT_TRUE(row.linear_big.has_value());
+  EXPECT_EQ(*row.linear_big, b);
+  EXPECT_EQ(row.big_groups_per_unit, nn::kBigTilesNever);
+  EXPECT_EQ(row.long_k, nn::kLongK);
+  EXPECT_EQ(row.long_k_rows, nn::kLongKRows);
+  EXPECT_EQ(row.big_resident_per_unit, 4);
+  // Within kBigTileGain of the general rule (0.97 of it): not kept, and no big tiles either.
+  row = nn::choose_gemm_row({candidate(a, 1.0, 2.0, 3.0, 1.0, -1, 0), candidate(b, 1.1, 1.9, 3.1, 1.2, 0.97, 2)}, "t");
+  EXPECT_EQ(row.long_k, 0);
+  EXPECT_FALSE(row.linear_big.has_value());
+  // The rule takes no product on any candidate: not kept.
+  row = nn::choose_gemm_row({candidate(a, 1.0, 2.0, 3.0, 1.0, -1, 0), candidate(b, 1.1, 1.9, 3.1, 1.2, -1, 0)}, "t");
+  EXPECT_EQ(row.long_k, 0);
+  // Big tiles chosen (c, 20 % faster at the big products): the long-K rule is judged on them, not on the fastest
+  // candidate under it (b), since a row has one set of big tiles; kept with c's residency, the big rule unchanged.
+  row = nn::choose_gemm_row({candidate(a, 1.0, 2.0, 3.0, 1.0, -1, 0), candidate(b, 1.1, 1.9, 3.1, 1.2, 0.5, 4),
+                             candidate(c, 1.3, 2.5, 2.4, 1.5, 0.9, 1)},
+                            "t");
+  ASSERT_TRUE(row.linear_big.has_value());
+  EXPECT_EQ(*row.linear_big, c);
+  EXPECT_EQ(row.big_groups_per_unit, cl::GemmRow{}.big_groups_per_unit);
+  EXPECT_EQ(row.long_k, nn::kLongK);
+  EXPECT_EQ(row.big_resident_per_unit, 1);
+  // ... and not kept where the big tiles lose under it.
+  row = nn::choose_gemm_row({candidate(a, 1.0, 2.0, 3.0, 1.0, -1, 0), candidate(b, 1.1, 1.9, 3.1, 1.2, 0.5, 4),
+                             candidate(c, 1.3, 2.5, 2.4, 1.5, 1.1, 1)},
+                            "t");
+  EXPECT_EQ(*row.linear_big, c);
+  EXPECT_EQ(row.long_k, 0);
+  // No candidate correct: an error naming the device.
+  try {
+    nn::choose_gemm_row({candidate(a, -1, 2.0, -1, -1, -1, 0)}, "Some GPU");
+    ADD_FAILURE() << "chose a row without a correct linear candidate";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_NE(std::string(e.what()).find("Some GPU"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GemmTuner, CancelStopsIt) {
   std::atomic<bool> cancel{true};
   nn::GemmTuneOptions options = small_options();
@@ -117,12 +222,33 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
   ASSERT_TRUE(big_back.has_value());
   EXPECT_EQ(big_back->linear_big, with_big.linear_big);
   EXPECT_EQ(big_back->linear, row.linear);
+  cl::GemmRow with_long_k = with_big;
+  with_long_k.long_k = 640;
+  with_long_k.long_k_rows = 1024;
+  with_long_k.big_resident_per_unit = 4;
+  with_long_k.long_k_fill = 0.9;
+  with_long_k.big_groups_per_unit = nn::kBigTilesNever;
+  nn::store_gemm_tuning(ctx, with_long_k);
+  const auto long_k_back = nn::load_gemm_tuning(ctx);
+  ASSERT_TRUE(long_k_back.has_value());
+  EXPECT_EQ(long_k_back->long_k, 640);
+  EXPECT_EQ(long_k_back->long_k_rows, 1024);
+  EXPECT_EQ(long_k_back->big_resident_per_unit, 4);
+  EXPECT_DOUBLE_EQ(long_k_back->long_k_fill, 0.9);
+  EXPECT_EQ(long_k_back->big_groups_per_unit, nn::kBigTilesNever);
+  EXPECT_EQ(long_k_back->linear_big, with_big.linear_big);
   // Damaged, another format's, or tiles this device cannot run: read as nothing, so the tuner runs again.
   for (const char* text : {"sdturbo-gemm-tuning 1\nlinear 32 32\n", "sdturbo-gemm-tuning 99\nlinear 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 1\nlinear 32 32 16 3 4 4\nconv 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 1\nlinear 4096 4096 16 4 4 4\nconv 32 32 16 4 4 4\n",
-                           // the format before big linear tiles: tuned again, now with them
-                           "sdturbo-gemm-tuning 2\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n", ""}) {
+                           // the formats before big linear tiles and before the long-K rule: tuned again
+                           "sdturbo-gemm-tuning 2\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
+                           "sdturbo-gemm-tuning 3\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
+                           // a damaged long-K line, and one without big tiles
+                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "linear_big 64 32 16 4 4 4\nlong_k 640 1024 0 900 4\n",
+                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nlong_k 640 1024 2 900 4\n",
+                           ""}) {
     std::ofstream(file, std::ios::trunc) << text;
     EXPECT_FALSE(nn::load_gemm_tuning(ctx).has_value()) << text;
   }

@@ -175,6 +175,24 @@ TEST(Tuning, LinearProductsOfALongKOnFewBigTilesSplitThemToFillTheirRounds) {
   EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 320, 1280), row);
 }
 
+TEST(Tuning, ATunedRowsLongKRuleTakesItsBigTilesForTheLongKProductsAlone) {
+  // What the kernel tuner stores when the long-K rule wins without big tiles of its own (nn::kBigTilesNever).
+  cl::GemmRow row{{64, 64, 16, 4, 4, 4}, {64, 64, 16, 4, 4, 4}};
+  row.linear_big = GemmConfig{128, 64, 16, 8, 4, 4};
+  row.big_groups_per_unit = 1 << 20;
+  row.long_k = 640;
+  row.long_k_rows = 1024;
+  row.big_resident_per_unit = 2;
+  const Tuning tuned(kRadeon, false, {.tuned_gemm = row});
+  // The feed-forward out product (4096 × 1280 → 320: 160 tiles of 128×64) takes them with its slices; the GEGLU
+  // projection (K = 320) and a product that fills the device many times over do not.
+  ASSERT_TRUE(tuned.long_k_splits(GemmMode::Linear, 4096, 320, 1280).has_value());
+  EXPECT_EQ(tuned.gemm(GemmMode::Linear, 4096, 320, 1280), *row.linear_big);
+  EXPECT_FALSE(tuned.long_k_splits(GemmMode::Linear, 4096, 2560, 320).has_value());
+  EXPECT_EQ(tuned.gemm(GemmMode::Linear, 4096, 2560, 320), row.linear);
+  EXPECT_EQ(tuned.gemm(GemmMode::Linear, 1 << 16, 4096, 64), row.linear);
+}
+
 TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   // NVIDIA's row: 128×64 tiles for linear products of 4 or more such work-groups per compute unit (528 on the
   // H200's 132), 64×64 for the rest; convolutions and rows without big tiles keep their one tile.

@@ -243,6 +243,9 @@ struct TunedTiles {
   std::string tiles;  // "{tm, tn, tk, wm, wn, vw}"
   double linear_ms = -1, conv_ms = -1;
   double big_ms = -1;  // the big linear products (the UNet's GEGLU projection)
+  // The long-K products (the UNet's feed-forward out products) on these tiles under the general rule, and as the
+  // long-K rule's big tiles (-1 where the rule takes none).
+  double long_k_plain_ms = -1, long_k_ms = -1;
 };
 struct KernelTuningReport {
   std::string device, driver;
@@ -254,6 +257,8 @@ struct KernelTuningReport {
   double tuned_linear_ms = -1, tuned_conv_ms = -1;  // the choice
   // The big linear products on the tiles each row gives them (its linear_big, else its linear tiles).
   double table_big_ms = -1, tuned_big_ms = -1;
+  // The long-K products as each row runs them (the table's rules, the choice's).
+  double table_long_k_ms = -1, tuned_long_k_ms = -1;
   std::string cache_file;  // where the choice is stored for the engine ("" without a disk cache)
 };
 // Runs the kernel tuner on a device (selector as EngineOptions::device) with weights in `storage`, whatever the
