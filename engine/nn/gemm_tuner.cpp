@@ -170,15 +170,20 @@ ScopedOverrides install_row(cl::Context& ctx, const cl::GemmRow& row) {
   });
 }
 
+// The long-K rule in `row` at `resident` work-groups per compute unit (its big tiles are the row's linear_big).
+void set_long_k_rule(cl::GemmRow& row, int resident) {
+  row.long_k = kLongK;
+  row.long_k_rows = kLongKRows;
+  row.big_resident_per_unit = resident;
+  row.long_k_fill = kLongKFill;
+}
+
 // A row whose big tiles are `config` for the long-K products alone, at `resident` work-groups per compute unit.
 cl::GemmRow long_k_row(const GemmConfig& config, int resident) {
   cl::GemmRow row{config, config};
   row.linear_big = config;
   row.big_groups_per_unit = kBigTilesNever;
-  row.long_k = kLongK;
-  row.long_k_rows = kLongKRows;
-  row.big_resident_per_unit = resident;
-  row.long_k_fill = kLongKFill;
+  set_long_k_rule(row, resident);
   return row;
 }
 
@@ -269,10 +274,7 @@ cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, co
       row.linear_big = pick->config;
       row.big_groups_per_unit = kBigTilesNever;
     }
-    row.long_k = kLongK;
-    row.long_k_rows = kLongKRows;
-    row.big_resident_per_unit = pick->long_k_resident;
-    row.long_k_fill = kLongKFill;
+    set_long_k_rule(row, pick->long_k_resident);
   }
   return row;
 }
@@ -320,7 +322,7 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
     return false;
   };
   GemmTuneResult result;
-  if (any_long_k) {
+  if (any_long_k && options.time_rows) {
     ScopedOverrides as_is(ctx, [](cl::TuningOverrides&) {});
     result.table_long_k_ms = time_long_k();
   }
@@ -382,7 +384,7 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
   }
 
   result.row = choose_gemm_row(result.candidates, ctx.info().name);
-  if (any_long_k) {
+  if (any_long_k && options.time_rows) {
     ScopedOverrides chosen = install_row(ctx, result.row);
     result.tuned_long_k_ms = time_long_k();
   }

@@ -6,8 +6,8 @@
 // convolutions: the Winograd convolution's batched products and the direct ones; big linear products, for
 // GemmRow::linear_big) the fastest configuration that computes the same products as the reference loops, and
 // for the products of a long K on few tiles whether the long-K rule (GemmRow::long_k: big tiles, K split to fill
-// their last round) beats the general one, with which tiles and residency; installs it as the context's tuned row and stores it beside the kernel binaries, keyed by device, driver and
-// kernel source, so later starts read it back.
+// their last round) beats the general one, with which tiles and residency; installs it as the context's tuned row
+// and stores it beside the kernel binaries, keyed by device, driver and kernel source, so later starts read it back.
 // `sdturbo-bench --tune` runs it on any device and prints the table row to add.
 #pragma once
 
@@ -49,6 +49,9 @@ struct GemmTuneOptions {
   std::vector<GemmTuneProduct> products;              // empty: key_gemm_products()
   DType storage = DType::F16;                         // the weights' storage while timing
   int runs = 3;                                       // timed runs per product, after one warm-up
+  // Also time the long-K products as the context ran them before and with the choice (GemmTuneResult's
+  // table_long_k_ms, tuned_long_k_ms: for sdturbo-bench --tune's report, not needed by the engine's start).
+  bool time_rows = false;
   std::function<void(int done, int total)> progress;  // after each candidate
   const std::atomic<bool>* cancel = nullptr;          // checked between candidates: Error (Cancelled)
 };
@@ -80,7 +83,7 @@ struct GemmTuneResult {
   std::vector<GemmTuneCandidate> candidates;
   bool from_cache = false;
   // The long-K products as the context ran them before the tuning (the table's row, for sdturbo-bench --tune) and
-  // with the choice; -1 without long-K products (and from the cache).
+  // with the choice; -1 without long-K products or GemmTuneOptions::time_rows (and from the cache).
   double table_long_k_ms = -1, tuned_long_k_ms = -1;
 };
 

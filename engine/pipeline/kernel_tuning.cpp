@@ -26,6 +26,7 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
   options.storage = storage == WeightStorage::F32 ? nn::DType::F32 : nn::DType::F16;
   options.progress = progress;
   options.cancel = cancel;
+  options.time_rows = true;
   const cl::GemmRow table = ctx.tuning().row().gemm;
   const nn::GemmTuneResult result = *nn::prepare_gemm_tuning(ctx, true, options);
 
@@ -37,7 +38,8 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
   report.tuned_tiles = nn::gemm_row_text(result.row);
   report.cache_file = nn::gemm_tuning_file(ctx).string();
   for (const auto& c : result.candidates) {
-    report.candidates.push_back({tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms, c.long_k_plain_ms, c.long_k_ms});
+    report.candidates.push_back(
+        {tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms, c.long_k_plain_ms, c.long_k_ms});
     if (c.config == table.linear) report.table_linear_ms = c.linear_ms;
     if (c.config == table.conv) report.table_conv_ms = c.conv_ms;
     if (c.config == table.linear_big.value_or(table.linear)) report.table_big_ms = c.big_ms;

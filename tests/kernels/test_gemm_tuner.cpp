@@ -94,6 +94,7 @@ TEST(GemmTuner, TheLongKRuleIsKeptOnlyWhereItBeatsTheGeneralRule) {
   options.candidates = {{64, 64, 16, 8, 8, 8}, {128, 64, 16, 8, 8, 8}};
   const nn::GemmTuneProduct long_k{cl::GemmMode::Linear, nn::kLongKRows, 40, nn::kLongK, 1, false, true};
   options.products.push_back(long_k);
+  options.time_rows = true;
   const nn::GemmTuneResult r = nn::tune_gemm(ctx, options);
   ASSERT_EQ(r.candidates.size(), 2u);
   for (const auto& c : r.candidates) EXPECT_GT(c.long_k_plain_ms, 0) << c.config.defines();
@@ -247,7 +248,8 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
                            // a damaged long-K line, and one without big tiles
                            "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "linear_big 64 32 16 4 4 4\nlong_k 640 1024 0 900 4\n",
-                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nlong_k 640 1024 2 900 4\n",
+                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "long_k 640 1024 2 900 4\n",
                            ""}) {
     std::ofstream(file, std::ios::trunc) << text;
     EXPECT_FALSE(nn::load_gemm_tuning(ctx).has_value()) << text;
