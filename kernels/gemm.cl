@@ -152,6 +152,10 @@ inline W4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
   if (i + 3 < row_end) hi |= (uint)bits[i + 3] << 16;
   return (W4)(lo, hi);
 }
+// The same for four weights known to lie inside the row, 4-aligned.
+inline W4 load_w4_whole(__global const W_T* restrict B, int i) {
+  return *(__global const uint2*)((__global const ushort*)B + i);
+}
 // vload_half4 from the private copy: the exact conversion, subnormals included.
 inline float4 widen_w4(W4 bits) { return vload_half4(0, (__private const half*)&bits); }
 #else
@@ -165,6 +169,7 @@ inline W4 load_w4(__global const W_T* restrict B, int i, int row_end, int vec) {
   if (i + 3 < row_end) v.s3 = B[i + 3];
   return v;
 }
+inline W4 load_w4_whole(__global const W_T* restrict B, int i) { return *(__global const float4*)(B + i); }
 #define widen_w4(v) (v)
 #endif
 
@@ -239,15 +244,31 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #endif
   W4 b_reg[B_CHUNKS];  // as stored: see load_w4
 
-  // Global -> registers for the K tile at k0.
+  // Global -> registers for the K tile at k0. A tile wholly inside N (and M, where A is a plain matrix) with
+  // 4-aligned rows loads each whole K step as bare vectors: no bounds test, no zero fill, no branch per chunk (a
+  // uniform branch per step instead). The tests at each edge and the partial last step take the general loads.
+#if A_MODE == 2
+  const bool inner_tile = b_vec && n0 + GEMM_TN <= N;
+#else
+  const bool inner_tile = a_vec && b_vec && n0 + GEMM_TN <= N && m0 + GEMM_TM <= M;
+#endif
 #define LOAD_TILES(k0)                                                                                           \
   do {                                                                                                           \
-    LOAD_A(k0);                                                                                                  \
-    for (int c = 0; c < B_CHUNKS; ++c) {                                                                         \
-      const int id = tid + c * NT;                                                                               \
-      const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                         \
-      const int n = n0 + row, k = (k0) + kq * 4;                                                                 \
-      b_reg[c] = n < N ? load_w4(B, b_base + n * ldb + k, b_base + n * ldb + k_stop, b_vec) : (W4)(0);        \
+    if (inner_tile && (k0) + GEMM_TK <= k_stop) {                                                                \
+      LOAD_A_INNER(k0);                                                                                          \
+      for (int c = 0; c < B_CHUNKS; ++c) {                                                                       \
+        const int id = tid + c * NT;                                                                             \
+        const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                       \
+        b_reg[c] = load_w4_whole(B, b_base + (n0 + row) * ldb + (k0) + kq * 4);                                  \
+      }                                                                                                          \
+    } else {                                                                                                     \
+      LOAD_A(k0);                                                                                                \
+      for (int c = 0; c < B_CHUNKS; ++c) {                                                                       \
+        const int id = tid + c * NT;                                                                             \
+        const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                       \
+        const int n = n0 + row, k = (k0) + kq * 4;                                                               \
+        b_reg[c] = n < N ? load_w4(B, b_base + n * ldb + k, b_base + n * ldb + k_stop, b_vec) : (W4)(0);      \
+      }                                                                                                          \
     }                                                                                                            \
   } while (0)
 
@@ -259,6 +280,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int m = m0 + row, k = (k0) + kq * 4;                                                                   \
     a_reg[c] = m < M ? load_a4(A, a_base + m * lda + k, a_base + m * lda + k_stop, a_vec) : (float4)(0.0f);      \
   }
+#define LOAD_A_INNER(k0)                                                                                         \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+    const int id = tid + c * NT;                                                                                 \
+    const int row = id / (GEMM_TK / 4), kq = id - row * (GEMM_TK / 4);                                           \
+    a_reg[c] = *(__global const float4*)(A + a_base + (m0 + row) * lda + (k0) + kq * 4);                         \
+  }
 #elif A_MODE == 1
 #define LOAD_A(k0)                                                                                               \
   for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
@@ -267,6 +294,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     const int k = (k0) + kr;                                                                                     \
     a_reg[c] = k < k_stop ? load_a4(A, a_base + k * lda + m0 + mq * 4, a_base + k * lda + M, a_vec)             \
                           : (float4)(0.0f);                                                                      \
+  }
+#define LOAD_A_INNER(k0)                                                                                         \
+  for (int c = 0; c < A_CHUNKS; ++c) {                                                                           \
+    const int id = tid + c * NT;                                                                                 \
+    const int kr = id / (GEMM_TM / 4), mq = id - kr * (GEMM_TM / 4);                                             \
+    a_reg[c] = *(__global const float4*)(A + a_base + ((k0) + kr) * lda + m0 + mq * 4);                          \
   }
 #else
 #define LOAD_A(k0)                                                                                               \
@@ -285,6 +318,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
     }                                                                                                            \
     a_reg[j] = v;                                                                                                \
   }
+#define LOAD_A_INNER(k0) LOAD_A(k0)  // the gather has no bare form: its bounds are the map's
 #define GATHER_NORM(v, ch)                                    \
   do {                                                        \
     if (norm_mode) {                                          \
