@@ -26,6 +26,14 @@
 // (mode 2) gather their im2col tile through a per-tile table of (channel offset, ky, kx) per k, so no element
 // divides by the kernel size.
 // Bounds are checked everywhere (any M, N, K); rows and k beyond the matrix are zeros in both operands.
+//
+// Layer norm in the gather (mode 0, ln_gamma set): A's rows are normalised over all K as they are loaded,
+// A'(m, k) = (A(m, k) - mean_m) * rstd_m * ln_gamma[k] + ln_beta[k] with torch.nn.LayerNorm's biased variance, so
+// the normalised matrix is never written and its launch is saved. Each work-group first computes the mean and
+// 1 / sqrt(var + ln_eps) of its tile's rows (all K, whatever its slice: NTHREADS / TP work-items a row, Chan's
+// merge of 4-element chunks, then of the work-items' parts in a fixed order), so every work-group of a row tile
+// reads its rows once more: the host folds only products of few rows (TensorCoreRow::ln_fold_rows). A run-time
+// choice: a second program of this kernel would cost a first start its compile time.
 
 #ifndef TC_TM
 #define TC_TM 128
@@ -137,6 +145,66 @@ inline void mma_emulated(float* d, __local const uint* XA, __local const uint* X
 }
 #endif
 
+#if A_MODE == 0
+#if NTHREADS % TP != 0 && TP % NTHREADS != 0
+#error "gemm_tc.cl: the layer norm's rows need NTHREADS and TC_TM to divide one another"
+#endif
+#define LN_PARTS (NTHREADS >= TP ? NTHREADS / TP : 1)  // work-items a row
+#define LN_ROWS_AT_ONCE (NTHREADS / LN_PARTS)
+
+// Merges a part (n, mean, m2) into (n, mean, m2): Chan et al.'s pairwise update of the sum of squared deviations.
+inline void ln_merge(float* n, float* mean, float* m2, float nb, float mean_b, float m2_b) {
+  if (nb == 0.0f) return;
+  const float total = *n + nb, d = mean_b - *mean;
+  *mean += d * (nb / total);
+  *m2 += m2_b + d * d * (*n * nb / total);
+  *n = total;
+}
+
+// (mean, 1 / sqrt(var + eps)) of rows m0 .. m0 + TP - 1 of A (those below M) over K into rows[]; `scratch` holds
+// 3 * NTHREADS floats (the activation tile's local memory, free until the first K tile is stored). Ends with the
+// rows written but without a barrier: the main loop's first barrier comes before they are read.
+inline void layer_norm_rows(__global const float* restrict A, int lda, int M, int K, int m0, int tid, float eps,
+                            __local float2* rows, __local float* scratch) {
+  const int part = tid % LN_PARTS;
+  for (int r0 = 0; r0 < TP; r0 += LN_ROWS_AT_ONCE) {
+    const int r = r0 + tid / LN_PARTS, m = m0 + r;
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    if (r < TP && m < M) {
+      __global const float* row = A + m * lda;
+      for (int k = 4 * part; k < K; k += 4 * LN_PARTS) {
+        float x[4];
+        int count = 0;
+        if (A_ALIGN4 && k + 4 <= K) {
+          const float4 v = *(__global const float4*)(row + k);
+          x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+          count = 4;
+        } else {
+          for (int e = 0; e < 4 && k + e < K; ++e) x[count++] = row[k + e];
+        }
+        float cm = 0.0f;
+        for (int e = 0; e < count; ++e) cm += x[e];
+        cm /= (float)count;
+        float cm2 = 0.0f;
+        for (int e = 0; e < count; ++e) cm2 += (x[e] - cm) * (x[e] - cm);
+        ln_merge(&n, &mean, &m2, (float)count, cm, cm2);
+      }
+    }
+    scratch[3 * tid] = n;
+    scratch[3 * tid + 1] = mean;
+    scratch[3 * tid + 2] = m2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (part == 0 && r < TP) {
+      float tn = 0.0f, tmean = 0.0f, tm2 = 0.0f;
+      for (int q = 0; q < LN_PARTS; ++q)  // in order: the same bits whatever the timing
+        ln_merge(&tn, &tmean, &tm2, scratch[3 * (tid + q)], scratch[3 * (tid + q) + 1], scratch[3 * (tid + q) + 2]);
+      rows[r] = (float2)(tmean, tn > 0.0f ? 1.0f / sqrt(tm2 / tn + eps) : 0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // scratch is read before the next rows' parts overwrite it
+  }
+}
+#endif
+
 // Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
 // the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
@@ -144,7 +212,8 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
     const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
-    const int upsample, const int k_chunk, __global float* partial, __global volatile int* tile_counters) {
+    const int upsample, const int k_chunk, __global float* partial, __global volatile int* tile_counters,
+    __global const float* restrict ln_gamma, __global const float* restrict ln_beta, const float ln_eps) {
   // uint4 arrays: the tiles are 16-byte aligned for vector stores and ldmatrix.
   __local uint4 p_tile[TP * LDW / 4];
   __local uint4 w_tile[TW * LDW / 4];
@@ -173,6 +242,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #if A_MODE == 0
 #define P_CHUNKS (TP * 8 / NTHREADS)  // float4 chunks of the activation tile per work-item
   float4 preg[P_CHUNKS];
+  // Layer norm: (mean, rstd) of the tile's rows. Gamma and beta are read as the tile is stored, not with its loads:
+  // registers held across the products raised the 64×64 tile's count past 128 (clang's NVPTX build: 122 → 130).
+  __local float2 ln_rows[TP];
+  if (ln_gamma) layer_norm_rows(A + a_off, lda, M, K, m0, tid, ln_eps, ln_rows, (__local float*)p_tile);
 #else
 #define P_STEP (NTHREADS / TP)        // work-items per pixel
 #define P_PAIRS (16 / P_STEP)         // k pairs per work-item
@@ -247,7 +320,23 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {  // activations rounded to fp16 here
         const int chunk = tid + i * NTHREADS;
-        const float4 v = preg[i];
+        float4 v = preg[i];
+        if (ln_gamma) {  // past the slice gamma and beta read as zero (nothing past K is read; the weight tile is zero
+                         // there too); rows past M are never stored
+          const int k = k_begin + (s - 1) * TC_TK + (chunk & 7) * 4;
+          const float2 st = ln_rows[chunk >> 3];
+          float4 ln_g, ln_b;
+          if (k + 4 <= k_stop) {  // 16-byte aligned: k is a multiple of 4
+            ln_g = *(__global const float4*)(ln_gamma + k);
+            ln_b = *(__global const float4*)(ln_beta + k);
+          } else {
+            ln_g = (float4)(0.0f), ln_b = (float4)(0.0f);
+            if (k < k_stop) ln_g.x = ln_gamma[k], ln_b.x = ln_beta[k];
+            if (k + 1 < k_stop) ln_g.y = ln_gamma[k + 1], ln_b.y = ln_beta[k + 1];
+            if (k + 2 < k_stop) ln_g.z = ln_gamma[k + 2], ln_b.z = ln_beta[k + 2];
+          }
+          v = (v - st.x) * st.y * ln_g + ln_b;
+        }
         *(__local uint2*)&Ps[(chunk >> 3) * LDW + (chunk & 7) * 2] =
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }

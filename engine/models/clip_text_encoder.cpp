@@ -19,12 +19,11 @@ ClipEncoderLayer::ClipEncoderLayer(const nn::WeightScope& scope, const io::TextE
 
 nn::Tensor ClipEncoderLayer::operator()(cl::Context& ctx, const nn::Tensor& x) const {
   // x: [T, C]
-  nn::Tensor h = layer_norm1_(ctx, x);
-  nn::Tensor qkv = self_attn_qkv_proj_(ctx, h);  // [T, 3C]: q, k, v in one product
+  nn::Tensor qkv = self_attn_qkv_proj_(ctx, x, layer_norm1_);  // [T, 3C]: q, k, v of the normalised x, one product
   nn::Tensor attended =
       nn::self_attention(ctx, qkv, heads_, /*causal=*/true, self_attn_qkv_proj_.weight().dtype);  // [T, C]
   nn::Tensor r = self_attn_out_proj_(ctx, attended, nn::Act::None, &x);                        // x + attn
-  nn::Tensor m = mlp_fc1_(ctx, layer_norm2_(ctx, r), nn::Act::GELU);                           // [T, F]
+  nn::Tensor m = mlp_fc1_(ctx, r, layer_norm2_, nn::Act::GELU);                                // [T, F]
   return mlp_fc2_(ctx, m, nn::Act::None, &r);                                                  // r + mlp
 }
 

@@ -1,5 +1,7 @@
 #include "nn/linear.hpp"
 
+#include "nn/norm.hpp"
+
 namespace sdt::nn {
 
 Linear::Linear(const WeightScope& scope, std::int64_t in_features, std::int64_t out_features, bool bias)
@@ -21,6 +23,11 @@ Linear Linear::stacked(const WeightScope& scope, const std::vector<std::string>&
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, Act act, const Tensor* residual) const {
   // x: [T, in] → [T, out]
   return linear(ctx, x, weight_, bias(), act, residual);
+}
+
+Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act,
+                          const Tensor* residual) const {
+  return linear(ctx, x, norm.input(), weight_, bias(), act, residual);
 }
 
 }  // namespace sdt::nn

@@ -6,6 +6,8 @@
 
 namespace sdt::nn {
 
+class LayerNorm;
+
 class Linear {
  public:
   Linear() = default;
@@ -20,6 +22,9 @@ class Linear {
 
   // x: [T, in] → [T, out]; residual: [T, out] added after the activation.
   Tensor operator()(cl::Context& ctx, const Tensor& x, Act act = Act::None, const Tensor* residual = nullptr) const;
+  // The same of norm(x) (nn::linear with an InputLayerNorm: folded into the product where the path allows).
+  Tensor operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act = Act::None,
+                    const Tensor* residual = nullptr) const;
 
   std::int64_t in_features() const { return in_features_; }
   std::int64_t out_features() const { return out_features_; }

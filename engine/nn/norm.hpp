@@ -38,6 +38,8 @@ class LayerNorm {
 
   // x: [T, dim] → [T, dim]
   Tensor operator()(cl::Context& ctx, const Tensor& x) const;
+  // This norm as the input of a linear product (nn::linear), which may apply it in its gather.
+  InputLayerNorm input() const { return {weight_, bias_, eps_}; }
 
  private:
   std::int64_t dim_ = 0;

@@ -33,6 +33,17 @@ struct Columns {
 Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act = Act::None,
               const Tensor* residual = nullptr);
 
+// A layer norm of the product's input: gamma and beta [K] fp32.
+struct InputLayerNorm {
+  const Tensor& gamma;
+  const Tensor& beta;
+  float eps;
+};
+// linear(layer_norm(x), ...): on the tensor-core path, for products of few rows (cl::Tuning::layer_norm_folds), the
+// norm is applied in the product's gather and the normalised x is never written; elsewhere it is a launch first.
+Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b,
+              Act act = Act::None, const Tensor* residual = nullptr);
+
 // 2-D convolution, batch 1, dilation 1, groups 1.   x: [C, H, W], w: [O, C, k, k], b: [O] or null,
 // residual: [O, H', W'] or null → [O, H', W'] with H' = (H + 2·pad − k) / stride + 1. k is 1 or 3.
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,

@@ -85,7 +85,7 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
         split && fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : cl_mem{nullptr};
     ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
                p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
-               workspace, counters);
+               workspace, counters, o.ln_gamma, o.ln_beta, o.ln_eps);
   } else {
     ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
                p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
@@ -179,10 +179,16 @@ bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
   return ctx.tuning().tensor_core_path(b_half) == TensorCores::Off;
 }
 
+bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
+  if (p.batch != 1 || o.input_norm || o.act_after_residual) return false;
+  if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
+  const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
+  return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
+}
+
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (p.batch == 1 && !o.input_norm && !o.act_after_residual)
-    if (const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products); path != TensorCores::Off)
-      if (run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx)) return;
+  if (o.ln_gamma) fail("gemm", "a layer norm in the gather needs the tensor-core kernel (run_gemm_on_tensor_cores)");
+  if (run_gemm_on_tensor_cores(ctx, p, o, act)) return;
   if (o.input_norm && p.mode != GemmMode::Conv)
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
@@ -266,8 +272,11 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K * p.batch);
 }
 
-Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act, const Tensor* residual) {
-  const std::string op = "linear";
+namespace {
+
+// The checks and the problem of linear(); `out` is allocated here.
+GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& w, const Tensor* b,
+                           const Tensor* residual, Tensor& out) {
   detail::require_activation(op, "x", x, 2);
   if (!w.defined() || w.rank() != 2 || w.dim(1) != x.dim(1))
     fail(op, "expected w [N, " + std::to_string(x.dim(1)) + "] for " + describe("x", x) + ", got " + describe("w", w));
@@ -277,7 +286,7 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   const std::vector<std::int64_t> out_shape{x.dim(0), w.dim(0)};
   check_residual(op, residual, out_shape);
 
-  Tensor out = empty(ctx, out_shape);
+  out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   GemmProblem p;
   p.mode = GemmMode::Linear;
@@ -287,7 +296,36 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   p.lda = p.K;
   p.ldb = p.K;
   p.ldc = p.N;
+  return p;
+}
+
+}  // namespace
+
+Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act, const Tensor* residual) {
+  Tensor out;
+  const GemmProblem p = linear_problem(ctx, "linear", x, w, b, residual, out);
   detail::run_gemm(ctx, p, operands(x, w, b, residual, out), act);
+  return out;
+}
+
+Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b,
+              Act act, const Tensor* residual) {
+  const std::string op = "linear";
+  Tensor out;
+  const GemmProblem p = linear_problem(ctx, op, x, w, b, residual, out);
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &norm.gamma}, {"beta", &norm.beta}})
+    if (!t->defined() || t->dtype != DType::F32 || t->shape != std::vector<std::int64_t>{p.K})
+      fail(op, std::string("the input layer norm's ") + name + " must be fp32 [" + std::to_string(p.K) + "], got " +
+                   describe(name, *t));
+  if (ctx.tuning().layer_norm_folds(p.M)) {
+    detail::GemmOperands o = operands(x, w, b, residual, out);
+    o.ln_gamma = norm.gamma.buffer.get();
+    o.ln_beta = norm.beta.buffer.get();
+    o.ln_eps = norm.eps;
+    if (detail::run_gemm_on_tensor_cores(ctx, p, o, act)) return out;
+  }
+  const Tensor normed = layer_norm(ctx, x, norm.gamma, norm.beta, norm.eps);
+  detail::run_gemm(ctx, p, operands(normed, w, b, residual, out), act);
   return out;
 }
 

@@ -75,6 +75,9 @@ struct GemmOperands {
   // B is fp32 but the product may round both operands to fp16 (an attention product of a model with fp16
   // weights: K or Vᵀ in the place of the weight). Takes the tensor cores where fp16 weights would.
   bool fp16_products = false;
+  // GemmMode::Linear on gemm_tc.cl only: A's rows layer-normalised as they are gathered (gamma, beta: [K] fp32).
+  cl_mem ln_gamma = nullptr, ln_beta = nullptr;
+  float ln_eps = 0.0f;
 };
 // A kernel that sums other work-groups' results itself (split K in gemm.cl / gemm_tc.cl, a group norm's merge in
 // norm.cl), built with `options` by `build` (null where the build cannot run its work-group). Its L2 loads and
@@ -88,6 +91,9 @@ std::string summing_fence_define(const cl::Context& ctx);
 // On gemm_tc.cl when the weight is fp16 and ctx.tuning() says so, else on gemm.cl. Products that gemm_tc.cl cannot
 // run (batched ones, an input norm, act after residual) always run on gemm.cl.
 void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
+// The same product on gemm_tc.cl only: false (nothing enqueued) where run_gemm would take gemm.cl. The one way to a
+// product with GemmOperands::ln_gamma, which gemm.cl cannot apply.
+bool run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 // Whether a product with this weight storage runs on gemm.cl, which applies GemmOperands::input_norm in its
 // gather and act_after_residual in its epilogue (gemm_tc.cl does neither yet: its callers normalise x first and
 // apply such an activation on their own, so the tensor-core path keeps its speed).

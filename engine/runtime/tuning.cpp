@@ -279,6 +279,14 @@ TuningOverrides overrides_from_environment() {
   else if (env && *env)
     log::get("cl")->warn("SDT_FUSED_SPLITK='{}' ignored: 0 sums split K in a reduce launch, 1 in the product's kernel",
                          env);
+  if (const char* env = std::getenv("SDT_LN_FOLD_ROWS"); env && *env) {
+    char* end = nullptr;
+    const long rows = std::strtol(env, &end, 10);
+    if (*end == '\0' && rows >= 0 && rows < (1L << 30))
+      o.ln_fold_rows = static_cast<int>(rows);
+    else
+      log::get("cl")->warn("SDT_LN_FOLD_ROWS='{}' ignored: expected a row count (0: no layer norm folded)", env);
+  }
   return o;
 }
 
@@ -330,6 +338,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tuned_gemm = pick(explicit_.tuned_gemm, environment_.tuned_gemm);
   effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
   effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
+  effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
 }
 
 bool Tuning::fused_splitk_for(const TcConfig& tile) const {

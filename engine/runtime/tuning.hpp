@@ -158,6 +158,10 @@ struct TensorCoreRow {
   bool fused_splitk = false;
   // The same for the `conv` tile's split products (where fused_splitk is on).
   bool conv_fused_splitk = true;
+  // A layer norm followed by a linear product of at most this many rows (the text encoder's 77 tokens) runs in the
+  // product's gather (gemm_tc.cl's ln_gamma): one launch fewer, and each work-group computes its rows' statistics
+  // once more; 0: never (the norm is a launch of its own).
+  int ln_fold_rows = 0;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -252,6 +256,7 @@ struct TuningOverrides {
   std::optional<std::size_t> winograd_workspace_bytes = {};
   std::optional<WinogradF16> winograd_f16 = {};  // fp16 filters' tile and when they are transformed
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
+  std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
@@ -259,7 +264,7 @@ struct TuningOverrides {
 // SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl
 // without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
-// allows it), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),
+// allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),
 // SDT_WINOGRAD_F16="4,call", "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are
 // transformed; "4,load" rounds U to fp16, outside the fp16 bounds: for measurements). A value that breaks its
 // kernel's rules is ignored with a warning.
@@ -338,6 +343,9 @@ class Tuning {
   // Whether split products on `tile` may sum their slices in the kernel: false for the row's convolution tile where
   // the row says so (TensorCoreRow::conv_fused_splitk), unless an override sets the sum (tests, SDT_FUSED_SPLITK).
   bool fused_splitk_for(const TcConfig& tile) const;
+  // Whether a layer norm followed by a linear product of M rows on the tensor-core path runs in the product's
+  // gather: the override, else the row's ln_fold_rows.
+  bool layer_norm_folds(int M) const { return M <= effective_.ln_fold_rows.value_or(row_->tensor_cores.ln_fold_rows); }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

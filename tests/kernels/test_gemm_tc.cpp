@@ -103,6 +103,55 @@ void check_linear(const LinearCase& c, std::uint32_t seed, DType bias_storage = 
                          std::to_string(c.K) + "->" + std::to_string(c.N));
 }
 
+// linear(layer_norm(x)) with the norm applied in gemm_tc's gather (TensorCoreRow::ln_fold_rows forced), against the
+// reference: the norm in double, the normalised x rounded to fp16, then the product. `offset` moves every row's
+// mean far from zero (the statistics must not cancel); the launches recorded show that the norm had none of its own.
+void check_linear_ln(const LinearCase& c, std::uint32_t seed, float offset) {
+  auto& ctx = test::kernel_context();
+  const test::TuningScope fold(ctx, [](cl::TuningOverrides& o) { o.ln_fold_rows = 1 << 20; });
+  const float wb = 1.0f / std::sqrt(static_cast<float>(c.K));
+  auto x_host = uniform(static_cast<std::size_t>(c.M) * c.K, seed, 1.0f);
+  for (std::size_t i = 0; i < x_host.size(); ++i)  // rows of different spreads around the offset
+    x_host[i] = offset + x_host[i] * (1.0f + static_cast<float>(i / c.K % 5));
+  const auto gamma = test::random_floats(c.K, seed + 4, 0.5f, 1.5f);
+  const auto beta = uniform(c.K, seed + 5, 0.5f);
+  const auto w =
+      test::make_weight(ctx, uniform(static_cast<std::size_t>(c.N) * c.K, seed + 1, wb), {c.N, c.K}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(c.N, seed + 2, wb), {c.N}, DType::F16);
+  const auto r_host = uniform(static_cast<std::size_t>(c.M) * c.N, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {c.M, c.K});
+  const nn::Tensor r = nn::upload(ctx, r_host, {c.M, c.N});
+  const nn::Tensor g = nn::upload(ctx, gamma, {c.K});
+  const nn::Tensor be = nn::upload(ctx, beta, {c.K});
+  constexpr float kEps = 1e-5f;
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.M) * c.N * 4);
+  ctx.set_recording(true, true);
+  const nn::Tensor y = nn::linear(ctx, x, nn::InputLayerNorm{g, be, kEps}, w.tensor, c.bias ? &b.tensor : nullptr,
+                                  c.act, c.residual ? &r : nullptr);
+  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+  ctx.set_recording(false);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{c.M, c.N}));
+  ASSERT_FALSE(launches.empty());
+  for (const auto& l : launches) EXPECT_NE(l.kernel, "layer_norm") << "the norm ran as a launch of its own";
+
+  const auto normed = ref::round_to_half(ref::layer_norm(x_host, gamma, beta, c.M, c.K, kEps));
+  std::vector<float> expected(static_cast<std::size_t>(c.M) * c.N);
+  parallel_rows(c.M, [&](int begin, int end) {
+    const auto xs = slice(normed, static_cast<std::size_t>(begin) * c.K, static_cast<std::size_t>(end) * c.K);
+    const auto rs = slice(r_host, static_cast<std::size_t>(begin) * c.N, static_cast<std::size_t>(end) * c.N);
+    const auto part = ref::linear(xs, w.values, c.bias ? &b.values : nullptr, end - begin, c.K, c.N,
+                                  test::to_ref(c.act), c.residual ? &rs : nullptr);
+    std::copy(part.begin(), part.end(), expected.begin() + static_cast<std::ptrdiff_t>(begin) * c.N);
+  });
+  // The normalised values are rounded to fp16 on both sides, but from statistics that differ in their last bits:
+  // now and then a value rounds to the neighbouring half (2^-11 relative), which the product spreads over a row.
+  test::expect_close(ctx, y, expected, 2e-4,
+                     std::string("tensor-core linear of a layer norm ") + c.name + " " + std::to_string(c.M) + "x" +
+                         std::to_string(c.K) + "->" + std::to_string(c.N));
+}
+
 ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
   ref::ConvShape s;
   s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
@@ -240,6 +289,14 @@ TEST(TensorCores, LinearMatchesFp16ReferenceAtSdTurboShapes) {
   check_linear({"time-embedding-silu", 1, 320, 1280, true, Act::SiLU}, 507);
 }
 
+TEST(TensorCores, LayerNormInTheGatherMatchesTheReferenceAtTextEncoderShapes) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  check_linear_ln({"text-qkv", 77, 1024, 3072}, 530, 0.0f);
+  check_linear_ln({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 531, 40.0f);
+  check_linear_ln({"odd", 13, 127, 37, true, Act::None, true}, 532, 100.0f);
+}
+
 TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
@@ -355,6 +412,62 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
   check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 609, true);
   test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_conv("160-rows-split", conv(24, 9, 8, 160, 3, 1, 1), 613, true);
+}
+
+TEST(TensorCoreTiles, EmulatedLayerNormInTheGatherMatchesTheReference) {
+  // Aligned rows and odd K (the statistics' scalar tail, the last K tile's partial chunk), rows past one tile, split
+  // K (every slice normalises with the whole row's statistics), means far from zero, on the tiles linear products
+  // take (4 and 8 warps: 2 work-items a row) and the narrow one (4 a row).
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    check_linear_ln({"aligned", 77, 96, 136, true, Act::GELU, true}, 640, 0.0f);
+    check_linear_ln({"odd", 13, 127, 37}, 641, 100.0f);
+    check_linear_ln({"rows-past-a-tile", 70, 64, 20, false}, 642, -7.0f);
+    test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+    check_linear_ln({"split", 77, 300, 130, true, Act::SiLU, true}, 643, 25.0f);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kBig);
+    check_linear_ln({"8-warps", 130, 96, 136, true, Act::None, true}, 644, 3.0f);
+  }
+  PathScope emulated(TensorCores::Emulated, kNarrow);
+  check_linear_ln({"narrow", 37, 70, 20, true, Act::GELU}, 645, 100.0f);
+}
+
+TEST(TensorCoreTiles, LayerNormIsALaunchOfItsOwnWhereItDoesNotFold) {
+  // The portable path (gemm.cl has no such gather) and products of more rows than the rule folds: the norm first,
+  // then the product, the same values as the reference.
+  auto& ctx = test::kernel_context();
+  const int M = 20, K = 40, N = 24;
+  const auto x_host = uniform(static_cast<std::size_t>(M) * K, 650, 2.0f);
+  const auto gamma = test::random_floats(K, 651, 0.5f, 1.5f), beta = uniform(K, 652, 0.5f);
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(N) * K, 653, 0.2f), {N, K}, DType::F16);
+  const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+  const nn::Tensor g = nn::upload(ctx, gamma, {K}), be = nn::upload(ctx, beta, {K});
+  const auto normed = ref::layer_norm(x_host, gamma, beta, M, K, 1e-5);
+  for (const auto& [path, rows] : {std::pair{TensorCores::Off, 1 << 20}, std::pair{TensorCores::Emulated, M - 1}}) {
+    PathScope pin(path, kSmall);
+    const test::TuningScope fold(ctx, [rows = rows](cl::TuningOverrides& o) { o.ln_fold_rows = rows; });
+    ctx.set_recording(true, true);
+    const nn::Tensor y = nn::linear(ctx, x, nn::InputLayerNorm{g, be, 1e-5f}, w.tensor, nullptr);
+    const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+    ctx.set_recording(false);
+    EXPECT_TRUE(std::any_of(launches.begin(), launches.end(), [](const auto& l) { return l.kernel == "layer_norm"; }))
+        << (path == TensorCores::Off ? "gemm.cl" : "gemm_tc.cl above the rule's rows");
+    const auto expected = ref::linear(path == TensorCores::Off ? normed : ref::round_to_half(normed), w.values,
+                                      nullptr, M, K, N);
+    // (fp16 rounding of values normalised by two implementations: see check_linear_ln)
+    test::expect_close(ctx, y, expected, path == TensorCores::Off ? kRtol : 2e-4,
+                       path == TensorCores::Off ? "portable" : "tensor cores, not folded");
+  }
+  // A gamma that is not fp32 [K] is refused, naming it.
+  const nn::Tensor short_gamma = nn::upload(ctx, std::vector<float>(K - 1, 1.0f), {K - 1});
+  try {
+    (void)nn::linear(ctx, x, nn::InputLayerNorm{short_gamma, be, 1e-5f}, w.tensor, nullptr);
+    ADD_FAILURE() << "a gamma of the wrong length was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gamma"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TensorCoreTiles, EmulatedNarrowTileMatchesFp16Reference) {

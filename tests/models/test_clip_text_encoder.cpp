@@ -48,5 +48,54 @@ TEST(ClipTextEncoder, RejectsAConfigThatDisagreesWithTheWeightsNamingTheTensor) 
   }
 }
 
+TEST(ClipTextEncoder, LayerNormsInTheTensorCoreGatherKeepTheHiddenStates) {
+  // fp16 weights on the tensor-core path (the PTX kernel on an NVIDIA GPU, its stand-in elsewhere) with the layer
+  // norms before q/k/v and fc1 applied in those products' gather (TensorCoreRow::ln_fold_rows), against the same
+  // encoder with the norms as launches of their own: two launches fewer a layer, the same hidden states up to the
+  // fp16 rounding of the normalised values, and transformers' fp32 ones within the fp16 products' bound
+  // (tests/pipeline/test_engine_accuracy.cpp: 2e-3).
+  const FixtureRefs& refs = FixtureRefs::get();
+  const io::ModelFiles& files = fixture_model("model");
+  cl::Context& ctx = shared_context();
+  auto loader = std::make_shared<nn::WeightLoader>(ctx, &files.weights);
+  const models::ClipTextEncoder encoder(nn::WeightScope(loader, "text_encoder.", nn::DType::F16), files.text_encoder);
+  loader->finish();
+  const cl::TensorCores path =
+      ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
+  const std::vector<std::int32_t> ids32 = refs.ids("case0_ids");
+  const std::vector<int> ids(ids32.begin(), ids32.end());
+  struct Run {
+    std::vector<float> hidden;
+    std::size_t launches = 0, norms = 0;
+  };
+  auto run = [&](int fold_rows) {
+    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_cores = path;
+      o.ln_fold_rows = fold_rows;
+    });
+    ctx.set_recording(true, true);
+    const nn::Tensor hidden = encoder(ctx, ids);
+    const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+    ctx.set_recording(false);
+    Run r{nn::download(ctx, hidden)};
+    for (const auto& l : launches) {
+      r.launches += l.mark ? 0 : 1;
+      r.norms += l.kernel == "layer_norm" ? 1 : 0;
+    }
+    return r;
+  };
+  const Run folded = run(77), separate = run(0);
+  const std::size_t layers = static_cast<std::size_t>(files.text_encoder.num_layers);
+  EXPECT_EQ(separate.norms, 2 * layers + 1);
+  EXPECT_EQ(folded.norms, 1u) << "only the final layer norm has no product after it";
+  EXPECT_EQ(separate.launches - folded.launches, 2 * layers);
+  const Diff between = report("case0 text_hidden, folded against separate norms", folded.hidden, separate.hidden);
+  const Diff d = report("case0 text_hidden (fp16 products, folded norms)", folded.hidden,
+                        refs.tensor("case0_text_hidden"));
+  EXPECT_EQ(d.non_finite, 0u);
+  EXPECT_LE(between.rel_l2, 5e-4);
+  EXPECT_LE(d.rel_l2, 2e-3);
+}
+
 }  // namespace
 }  // namespace sdt::test

@@ -444,6 +444,30 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
   }
 }
 
+TEST(Tuning, LayerNormsFoldOnlyIntoProductsOfTheRowsTheRuleAllows) {
+  // Every row keeps its layer norms as launches until a device has measured the fold (docs/PERFORMANCE.md); an
+  // override or SDT_LN_FOLD_ROWS sets the largest product, in rows, that applies the norm in its gather.
+  for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
+    Tuning t(device, &device == &kH200);
+    EXPECT_EQ(t.row().tensor_cores.ln_fold_rows, 0) << t.row().label;
+    EXPECT_FALSE(t.layer_norm_folds(1)) << t.row().label;
+    t.set_overrides({.ln_fold_rows = 77});
+    EXPECT_TRUE(t.layer_norm_folds(77));
+    EXPECT_FALSE(t.layer_norm_folds(78));
+  }
+  {
+    EnvScope rows("SDT_LN_FOLD_ROWS", "128");
+    EXPECT_EQ(cl::overrides_from_environment().ln_fold_rows, 128);
+    const Tuning from_env(kH200, true, cl::overrides_from_environment());
+    EXPECT_TRUE(from_env.layer_norm_folds(77));
+    EXPECT_FALSE(from_env.layer_norm_folds(4096));
+  }
+  for (const char* bad : {"77 rows", "-1", "many"}) {  // warned about, and not taken
+    EnvScope rows("SDT_LN_FOLD_ROWS", bad);
+    EXPECT_FALSE(cl::overrides_from_environment().ln_fold_rows) << bad;
+  }
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
