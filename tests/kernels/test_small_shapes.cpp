@@ -9,6 +9,7 @@
 // Tolerance: as in the family's own tests (1e-5 of max|ref| for accumulations, 1e-6 for element-wise ops, exact for
 // layout, embedding and RGB8).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -136,6 +137,9 @@ TEST(SmallShapes, GemmLinearInBothStoragesWithEveryEpilogue) {
   check_linear("odd", 13, 27, 9, DType::F32, Act::GELU, true, 10);
   check_linear("tile-edge", 65, 17, 66, DType::F16, Act::SiLU, false, 11);
   check_linear("relu", 3, 5, 70, DType::F32, Act::ReLU, true, 12);
+  // Aligned rows: the first tile lies inside M and N and loads its whole K steps without bounds tests; the last K
+  // step (K = 40: 2 whole steps of 16 and a partial one) and the edge tiles take the general loads.
+  check_linear("inner-tile", 70, 40, 68, DType::F16, Act::None, true, 13);
 }
 
 TEST(SmallShapes, GemmConvolutionsOneByOneThreeByThreeStridedAndUpsampled) {
@@ -144,6 +148,7 @@ TEST(SmallShapes, GemmConvolutionsOneByOneThreeByThreeStridedAndUpsampled) {
   check_conv("3x3", conv(5, 7, 6, 11, 3, 1, 1), DType::F16, false, 21);
   check_conv("3x3-stride2", conv(4, 9, 7, 6, 3, 2, 1), DType::F32, false, 22);
   check_conv("3x3-upsample", conv(3, 4, 5, 7, 3, 1, 1, true), DType::F16, true, 23);
+  check_conv("1x1-inner-tile", conv(36, 9, 8, 66, 1, 1, 0), DType::F32, false, 25);  // 72 pixels: one whole tile
   ref::ConvShape downsample = conv(4, 8, 6, 5, 3, 2, 0);  // the VAE encoder's pad right and bottom only
   downsample.pad_bottom = downsample.pad_right = 1;
   check_conv("3x3-asymmetric-pad", downsample, DType::F32, false, 24);
@@ -177,6 +182,31 @@ TEST(SmallShapes, TensorCoreTilesThroughTheirPlainLoopStandIn) {
   check_conv("tc-3x3", conv(5, 6, 5, 9, 3, 1, 1), DType::F16, true, 41, true);
   const Splits splits(2);
   check_linear("tc-split", 9, 96, 17, DType::F16, Act::None, false, 42, true);
+}
+
+TEST(SmallShapes, TensorCoreStandInWithALayerNormInItsGather) {
+  // linear(layer_norm(x)) with the norm in gemm_tc's gather: the statistics' prologue (its local scratch and the
+  // rows it writes), odd K and split K. Bound as in test_gemm_tc.cpp's check_linear_ln (fp16 rounding of values
+  // normalised by two implementations).
+  auto& ctx = test::kernel_context();
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  const test::TuningScope fold(ctx, [](cl::TuningOverrides& o) { o.ln_fold_rows = 1 << 20; });
+  for (const auto& [M, K, N, splits] : {std::array{13, 27, 9, 1}, std::array{70, 96, 17, 2}}) {
+    const Splits split(splits);
+    const std::uint32_t seed = 44 + static_cast<std::uint32_t>(splits);
+    const auto x_host = test::random_floats(static_cast<std::size_t>(M) * K, seed, -2.0f, 4.0f);
+    const auto gamma = test::random_floats(K, seed + 1, 0.5f, 1.5f), beta = test::random_floats(K, seed + 2);
+    const auto w = test::make_weight(ctx, test::random_floats(static_cast<std::size_t>(N) * K, seed + 3, -0.2f, 0.2f),
+                                     {N, K}, DType::F16);
+    const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+    const nn::Tensor g = nn::upload(ctx, gamma, {K}), b = nn::upload(ctx, beta, {K});
+    const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * N * 4);
+    const nn::Tensor y = nn::linear(ctx, x, nn::InputLayerNorm{g, b, 1e-5f}, w.tensor, nullptr, Act::GELU);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    const auto expected = ref::linear(ref::round_to_half(ref::layer_norm(x_host, gamma, beta, M, K, 1e-5)), w.values,
+                                      nullptr, M, K, N, test::to_ref(Act::GELU));
+    test::expect_close(ctx, y, expected, 2e-4, "linear of a layer norm " + std::to_string(M) + "x" + std::to_string(K));
+  }
 }
 
 TEST(SmallShapes, AttentionCausalCrossAndWideHead) {
