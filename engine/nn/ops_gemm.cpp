@@ -308,8 +308,8 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   return out;
 }
 
-Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b,
-              Act act, const Tensor* residual) {
+Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b, Act act,
+              const Tensor* residual) {
   const std::string op = "linear";
   Tensor out;
   const GemmProblem p = linear_problem(ctx, op, x, w, b, residual, out);

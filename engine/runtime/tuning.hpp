@@ -264,10 +264,10 @@ struct TuningOverrides {
 // SDT_ATT_TILE="bq,bk,dc,sq,sk,oq,od" and SDT_TENSOR_CORES=0 (every product on gemm.cl) or =emulated (gemm_tc.cl
 // without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
-// allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none), SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule),
-// SDT_WINOGRAD_F16="4,call", "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are
-// transformed; "4,load" rounds U to fp16, outside the fp16 bounds: for measurements). A value that breaks its
-// kernel's rules is ignored with a warning.
+// allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none),
+// SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
+// "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
+// outside the fp16 bounds: for measurements). A value that breaks its kernel's rules is ignored with a warning.
 TuningOverrides overrides_from_environment();
 
 // ---- one device's tuning --------------------------------------------------------------------------------------

@@ -454,8 +454,8 @@ TEST(TensorCoreTiles, LayerNormIsALaunchOfItsOwnWhereItDoesNotFold) {
     ctx.set_recording(false);
     EXPECT_TRUE(std::any_of(launches.begin(), launches.end(), [](const auto& l) { return l.kernel == "layer_norm"; }))
         << (path == TensorCores::Off ? "gemm.cl" : "gemm_tc.cl above the rule's rows");
-    const auto expected = ref::linear(path == TensorCores::Off ? normed : ref::round_to_half(normed), w.values,
-                                      nullptr, M, K, N);
+    const auto expected =
+        ref::linear(path == TensorCores::Off ? normed : ref::round_to_half(normed), w.values, nullptr, M, K, N);
     // (fp16 rounding of values normalised by two implementations: see check_linear_ln)
     test::expect_close(ctx, y, expected, path == TensorCores::Off ? kRtol : 2e-4,
                        path == TensorCores::Off ? "portable" : "tensor cores, not folded");

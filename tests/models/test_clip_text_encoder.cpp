@@ -90,8 +90,8 @@ TEST(ClipTextEncoder, LayerNormsInTheTensorCoreGatherKeepTheHiddenStates) {
   EXPECT_EQ(folded.norms, 1u) << "only the final layer norm has no product after it";
   EXPECT_EQ(separate.launches - folded.launches, 2 * layers);
   const Diff between = report("case0 text_hidden, folded against separate norms", folded.hidden, separate.hidden);
-  const Diff d = report("case0 text_hidden (fp16 products, folded norms)", folded.hidden,
-                        refs.tensor("case0_text_hidden"));
+  const Diff d =
+      report("case0 text_hidden (fp16 products, folded norms)", folded.hidden, refs.tensor("case0_text_hidden"));
   EXPECT_EQ(d.non_finite, 0u);
   EXPECT_LE(between.rel_l2, 5e-4);
   EXPECT_LE(d.rel_l2, 2e-3);
