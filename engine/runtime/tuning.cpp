@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "base/log.hpp"
@@ -134,6 +137,23 @@ std::optional<Config> config_from_env(const char* name, const char* fields, cons
 
 // ---- configurations ---------------------------------------------------------------------------------------
 
+std::optional<GemmConfig> parse_gemm_config(const std::string& text) {
+  std::vector<int> v;
+  std::stringstream fields(text);
+  for (std::string field; std::getline(fields, field, ',');) {
+    std::size_t used = 0;
+    try {
+      v.push_back(std::stoi(field, &used));
+    } catch (const std::exception&) {
+      return std::nullopt;  // not a number, or out of int's range
+    }
+    if (used != field.size()) return std::nullopt;
+  }
+  if (v.size() != 5 && v.size() != 6) return std::nullopt;
+  const GemmConfig config{v[0], v[1], v[2], v[3], v[4], v.size() == 6 ? v[5] : 4};
+  return config.valid() ? std::optional<GemmConfig>(config) : std::nullopt;
+}
+
 // The defines are made on every launch (string concatenation: an ostringstream costs microseconds each time).
 std::string GemmConfig::defines() const {
   return "-DGEMM_TM=" + std::to_string(tm) + " -DGEMM_TN=" + std::to_string(tn) + " -DGEMM_TK=" + std::to_string(tk) +
@@ -220,16 +240,12 @@ const TuningRow& tuning_row(const DeviceInfo& info) {
 
 TuningOverrides overrides_from_environment() {
   TuningOverrides o;
-  // tm,tn,tk,wm,wn with float4 chunks, or tm,tn,tk,wm,wn,vw.
-  auto gemm_tile = [](const char* name) {
+  auto gemm_tile = [](const char* name) -> std::optional<GemmConfig> {
     const char* env = std::getenv(name);
-    if (env && std::count(env, env + std::strlen(env), ',') == 5)
-      return config_from_env<GemmConfig, 6>(name, "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
-        return GemmConfig{v[0], v[1], v[2], v[3], v[4], v[5]};
-      });
-    return config_from_env<GemmConfig, 5>(name, "tm,tn,tk,wm,wn[,vw]", "gemm.cl", [](const auto& v) {
-      return GemmConfig{v[0], v[1], v[2], v[3], v[4]};
-    });
+    if (!env || !*env) return std::nullopt;
+    if (std::optional<GemmConfig> config = parse_gemm_config(env)) return config;
+    log::get("engine")->warn("ignoring {}='{}': expected tm,tn,tk,wm,wn[,vw] obeying gemm.cl's rules", name, env);
+    return std::nullopt;
   };
   o.gemm = gemm_tile("SDT_GEMM_TILE");
   o.deferred_gemm = gemm_tile("SDT_FIRST_GEMM_TILE");

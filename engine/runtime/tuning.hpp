@@ -59,6 +59,9 @@ struct GemmConfig {
   bool valid() const;  // the divisibility rules of gemm.cl
   bool operator==(const GemmConfig&) const = default;
 };
+// "tm,tn,tk,wm,wn[,vw]" (vw 4 when left out) as a configuration obeying gemm.cl's rules, or nullopt: the form of
+// SDT_GEMM_TILE, SDT_FIRST_GEMM_TILE and the kernel benchmark's SDT_BENCH_TILES items.
+std::optional<GemmConfig> parse_gemm_config(const std::string& text);
 
 // Which kernel a product with fp16-stored weights runs: Off (gemm.cl, fp32 activations), Ptx (gemm_tc.cl with
 // inline mma.sync: NVIDIA, compute capability >= 8) or Emulated (gemm_tc.cl's plain-loop stand-in for the PTX,

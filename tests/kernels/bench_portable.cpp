@@ -162,16 +162,13 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
         extra.local_bytes() <= ctx.info().local_memory &&
         std::find(configs.begin(), configs.end(), extra) == configs.end())
       configs.push_back(extra);
-  // SDT_BENCH_TILES="tm,tn,tk,wm,wn,vw;...": more tiles to time (a hypothesis measured before it enters the tuner).
+  // SDT_BENCH_TILES="tm,tn,tk,wm,wn[,vw];...": more tiles to time (a hypothesis measured before it enters the tuner).
   if (const char* env = std::getenv("SDT_BENCH_TILES"); env && *env) {
     std::stringstream list(env);
     for (std::string item; std::getline(list, item, ';');) {
-      std::vector<int> v;
-      std::stringstream fields(item);
-      for (std::string f; std::getline(fields, f, ',');) v.push_back(std::atoi(f.c_str()));
-      const cl::GemmConfig extra =
-          v.size() == 6 ? cl::GemmConfig{v[0], v[1], v[2], v[3], v[4], v[5]} : cl::GemmConfig{0, 0, 0, 0, 0, 0};
-      ASSERT_TRUE(extra.valid()) << "SDT_BENCH_TILES: '" << item << "' is not six integers obeying gemm.cl's rules";
+      const std::optional<cl::GemmConfig> parsed = cl::parse_gemm_config(item);
+      ASSERT_TRUE(parsed) << "SDT_BENCH_TILES: '" << item << "' is not tm,tn,tk,wm,wn[,vw] obeying gemm.cl's rules";
+      const cl::GemmConfig extra = *parsed;
       if (static_cast<std::size_t>(extra.threads()) > ctx.info().max_work_group_size ||
           extra.local_bytes() > ctx.info().local_memory) {
         std::printf("  SDT_BENCH_TILES: %s does not fit this device, skipped\n", extra.defines().c_str());

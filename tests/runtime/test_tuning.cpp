@@ -444,6 +444,19 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
   }
 }
 
+TEST(Tuning, GemmTilesParseFromTheirTextForm) {
+  EXPECT_EQ(cl::parse_gemm_config("64,64,16,4,4"), (GemmConfig{64, 64, 16, 4, 4, 4}));
+  EXPECT_EQ(cl::parse_gemm_config("128,64,16,8,4,4"), (GemmConfig{128, 64, 16, 8, 4, 4}));
+  EXPECT_EQ(cl::parse_gemm_config("64,64,16,8,8,8"), (GemmConfig{64, 64, 16, 8, 8, 8}));
+  for (const char* bad : {"", "64,64", "64,64,16,4,4,4,4", "64,64,16,4,4,3", "64,64,16,4,x", "64,64,16,4,4 ",
+                          "64,64,15,4,4", "99999999999,64,16,4,4"})
+    EXPECT_FALSE(cl::parse_gemm_config(bad)) << "'" << bad << "'";
+  {
+    EnvScope tile("SDT_GEMM_TILE", "64,64,16,4,4,3");  // warned about, and not taken
+    EXPECT_FALSE(cl::overrides_from_environment().gemm);
+  }
+}
+
 TEST(Tuning, LayerNormsFoldOnlyIntoProductsOfTheRowsTheRuleAllows) {
   // Every row keeps its layer norms as launches until a device has measured the fold (docs/PERFORMANCE.md); an
   // override or SDT_LN_FOLD_ROWS sets the largest product, in rows, that applies the norm in its gather.
