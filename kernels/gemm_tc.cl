@@ -317,24 +317,26 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         *(__local uint4*)&Ws[(chunk >> 2) * LDW + (chunk & 3) * 4] = wreg[i];
       }
 #if A_MODE == 0
+      // Layer norm: gamma and beta at this work-item's 4 k of the tile, the same for all its chunks (NTHREADS is a
+      // multiple of 8); past the slice they read as zero (nothing past K is read; the weight tile is zero there too).
+      float4 ln_g = (float4)(0.0f), ln_b = (float4)(0.0f);
+      if (ln_gamma) {
+        const int k = k_begin + (s - 1) * TC_TK + (tid & 7) * 4;
+        if (k + 4 <= k_stop) {  // 16-byte aligned: k is a multiple of 4
+          ln_g = *(__global const float4*)(ln_gamma + k);
+          ln_b = *(__global const float4*)(ln_beta + k);
+        } else {
+          if (k < k_stop) ln_g.x = ln_gamma[k], ln_b.x = ln_beta[k];
+          if (k + 1 < k_stop) ln_g.y = ln_gamma[k + 1], ln_b.y = ln_beta[k + 1];
+          if (k + 2 < k_stop) ln_g.z = ln_gamma[k + 2], ln_b.z = ln_beta[k + 2];
+        }
+      }
       UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {  // activations rounded to fp16 here
         const int chunk = tid + i * NTHREADS;
         float4 v = preg[i];
-        if (ln_gamma) {  // past the slice gamma and beta read as zero (nothing past K is read; the weight tile is zero
-                         // there too); rows past M are never stored
-          const int k = k_begin + (s - 1) * TC_TK + (chunk & 7) * 4;
+        if (ln_gamma) {  // rows past M are never stored
           const float2 st = ln_rows[chunk >> 3];
-          float4 ln_g, ln_b;
-          if (k + 4 <= k_stop) {  // 16-byte aligned: k is a multiple of 4
-            ln_g = *(__global const float4*)(ln_gamma + k);
-            ln_b = *(__global const float4*)(ln_beta + k);
-          } else {
-            ln_g = (float4)(0.0f), ln_b = (float4)(0.0f);
-            if (k < k_stop) ln_g.x = ln_gamma[k], ln_b.x = ln_beta[k];
-            if (k + 1 < k_stop) ln_g.y = ln_gamma[k + 1], ln_b.y = ln_beta[k + 1];
-            if (k + 2 < k_stop) ln_g.z = ln_gamma[k + 2], ln_b.z = ln_beta[k + 2];
-          }
           v = (v - st.x) * st.y * ln_g + ln_b;
         }
         *(__local uint2*)&Ps[(chunk >> 3) * LDW + (chunk & 7) * 2] =
