@@ -146,9 +146,9 @@ inline void mma_emulated(float* d, __local const uint* XA, __local const uint* X
 #endif
 
 #if A_MODE == 0
-#if NTHREADS % TP != 0 && TP % NTHREADS != 0
-#error "gemm_tc.cl: the layer norm's rows need NTHREADS and TC_TM to divide one another"
-#endif
+// Any NTHREADS and TP: with several work-items a row (NTHREADS >= 2 TP), one pass covers every row
+// (LN_ROWS_AT_ONCE >= TP) and the work-items past LN_PARTS * LN_ROWS_AT_ONCE fall on rows >= TP, which take no
+// part; with one a row, the passes step by NTHREADS rows and the last is cut at TP (e.g. 160 rows, 128 threads).
 #define LN_PARTS (NTHREADS >= TP ? NTHREADS / TP : 1)  // work-items a row
 #define LN_ROWS_AT_ONCE (NTHREADS / LN_PARTS)
 
