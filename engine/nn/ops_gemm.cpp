@@ -193,7 +193,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
       mode_defines(p) + " -DWEIGHT_HALF=" + (o.b_half ? "1" : "0") + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0");
-  GemmConfig config = ctx.tuning().gemm(p.mode, p.M, p.N, p.K);
+  GemmConfig config = ctx.tuning().gemm(p.mode, p.M, p.N, p.K, p.batch);
   // A long-K product on the row's big tiles takes the row's slices for them (GemmRow::long_k).
   std::optional<int> long_k_splits = ctx.tuning().long_k_splits(p.mode, p.M, p.N, p.K);
   cl_kernel kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);

@@ -147,7 +147,8 @@ Tensor run_winograd(cl::Context& ctx, const std::string& op, const Tensor& x, co
 
   // K slices: when a chunk's batched tiles are too few to fill the device (small maps, many channels), the
   // product splits K and the output transform adds the slices as it reads them: no reduction launch.
-  const cl::GemmConfig tiles_config = ctx.tuning().gemm(cl::GemmMode::Conv1x1);
+  const cl::GemmConfig tiles_config = ctx.tuning().gemm(cl::GemmMode::Conv1x1, static_cast<int>(chunk),
+                                                        static_cast<int>(O), static_cast<int>(C), positions);
   const std::size_t groups = static_cast<std::size_t>((chunk + tiles_config.tm - 1) / tiles_config.tm) *
                              static_cast<std::size_t>((O + tiles_config.tn - 1) / tiles_config.tn) * positions;
   const int splits = ctx.tuning().gemm_splits(groups, static_cast<int>(C), tiles_config.tk);

@@ -55,10 +55,15 @@ const TuningRow kTable[] = {
         // at 32×32 (80 tiles, 3 slices) 22.0 -> 28.8, its attention out product at 32×32 17.0 -> 18.3; 6 slices at
         // 80 tiles (two rounds) 27.3 and 15.8. UNet -0.44 ms (fp16) / -0.47 (fp32), A/B in one call.
         // docs/bench/2026-12-04-late.
+        // batched_big: the Winograd batches of 8 or more 128×64 work-groups an SM (1056 on the H200) take them too:
+        // the VAE's 512 channels at 128×128 (F4, 2304 groups) 31.8 -> 36.0 TFLOP/s with fp16 weights, F2 31.7 ->
+        // 36.6, fp32 31.5 -> 34.2; the 128-channel chunks at 512×512 27.1 / 27.4 (kernel bench, d3c6107,
+        // docs/bench/2026-12-05/call1-inner-tiles-ln-fold). The UNet's (360 groups at 320 channels) keep 64×64.
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
                  .linear_big = GemmConfig{128, 64, 16, 8, 4, 4},
                  .big_groups_per_unit = 4,
+                 .batched_big_groups_per_unit = 8,
                  .long_k = 640,
                  .long_k_rows = 1024,
                  .big_resident_per_unit = 2,
@@ -303,6 +308,14 @@ TuningOverrides overrides_from_environment() {
     else
       log::get("cl")->warn("SDT_LN_FOLD_ROWS='{}' ignored: expected a row count (0: no layer norm folded)", env);
   }
+  if (const char* env = std::getenv("SDT_BATCHED_BIG"); env && *env) {
+    char* end = nullptr;
+    const long groups = std::strtol(env, &end, 10);
+    if (*end == '\0' && groups >= 0 && groups < (1L << 20))
+      o.batched_big_groups_per_unit = static_cast<int>(groups);
+    else
+      log::get("cl")->warn("SDT_BATCHED_BIG='{}' ignored: expected work-groups per compute unit (0: never)", env);
+  }
   return o;
 }
 
@@ -355,6 +368,8 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
   effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
   effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
+  effective_.batched_big_groups_per_unit =
+      pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
 }
 
 bool Tuning::fused_splitk_for(const TcConfig& tile) const {
@@ -408,12 +423,21 @@ GemmConfig Tuning::gemm(GemmMode mode) const {
   return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
 }
 
-GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K) const {
+GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
   const GemmConfig config = gemm(mode);
-  if (mode != GemmMode::Linear || effective_.gemm || (steady_path_deferred_ && deferred_gemm())) return config;
+  const bool batched = mode == GemmMode::Conv1x1 && batch > 1;
+  if ((mode != GemmMode::Linear && !batched) || effective_.gemm || (steady_path_deferred_ && deferred_gemm()))
+    return config;
   const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig>& big = row.linear_big;
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
+  if (batched) {  // tm along M (pixels) as in every convolution mode
+    const int per_unit = effective_.batched_big_groups_per_unit.value_or(row.batched_big_groups_per_unit);
+    return per_unit > 0 && tile_count(M, N, big->tm, big->tn) * static_cast<std::size_t>(batch) >=
+                               static_cast<std::size_t>(per_unit) * compute_units_
+               ? *big
+               : config;
+  }
   if (long_k_splits(mode, M, N, K)) return *big;
   return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;
 }

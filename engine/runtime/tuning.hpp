@@ -127,6 +127,9 @@ struct GemmRow {
   // if set: larger tiles load less per FMA, but the many smaller products fill the device better with `linear`.
   std::optional<GemmConfig> linear_big = {};
   int big_groups_per_unit = 4;
+  // Batched products (the Winograd convolution's 16 or 36) whose work-groups on linear_big's tiles, over the whole
+  // batch, number at least this many per compute unit take those tiles too; 0: they keep `conv`'s.
+  int batched_big_groups_per_unit = 0;
   // Linear products of at least long_k inputs and long_k_rows rows whose big tiles are at most one round of
   // big_resident_per_unit work-groups per compute unit (the big tiles that run at once: registers decide), if
   // long_k is set: the big tiles, K split into the fewest slices whose work-groups fill their last round to
@@ -260,6 +263,7 @@ struct TuningOverrides {
   std::optional<WinogradF16> winograd_f16 = {};  // fp16 filters' tile and when they are transformed
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
+  std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
@@ -268,6 +272,7 @@ struct TuningOverrides {
 // without PTX), SDT_FLASH_ATTENTION=0 (every attention as blocked products),
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
 // allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none),
+// SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
 // outside the fp16 bounds: for measurements). A value that breaks its kernel's rules is ignored with a warning.
@@ -290,10 +295,11 @@ class Tuning {
   // kernels/gemm.cl for this mode: the override, else the row's (its deferred tiles while the steady path is
   // deferred), shrunk to gemm_fallback() when it does not fit.
   GemmConfig gemm(GemmMode mode) const;
-  // The same for an M × N (× K) product: a linear product whose big tiles (GemmRow::linear_big of the tuner's row,
-  // else of the table's) alone fill the device takes those, and so does one of a long K (GemmRow::long_k), unless
-  // an override or the deferral's tiles decide.
-  GemmConfig gemm(GemmMode mode, int M, int N, int K = 0) const;
+  // The same for an M × N (× K) product, `batch` of them in one launch: a linear product whose big tiles
+  // (GemmRow::linear_big of the tuner's row, else of the table's) alone fill the device takes those, and so does one
+  // of a long K (GemmRow::long_k) and a batch of 1×1 products filling it as GemmRow::batched_big_groups_per_unit
+  // says, unless an override or the deferral's tiles decide.
+  GemmConfig gemm(GemmMode mode, int M, int N, int K = 0, int batch = 1) const;
   // K slices of a linear M × N × K product that takes the big tiles for its long K (GemmRow::long_k); nullopt for
   // every other product (gemm_splits() decides).
   std::optional<int> long_k_splits(GemmMode mode, int M, int N, int K) const;

@@ -211,7 +211,8 @@ TEST(PortableBench, DISABLED_GemmTilesAtTheLargeProducts) {
             std::printf("    (the driver allows %zu work-items for the next one's program: it ran fallback tiles)\n",
                         limit);
           // The tile the engine takes for this product (the row's, or its big linear tiles where they fill the GPU).
-          const bool engine = c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N, product.p.K);
+          const bool engine =
+              c.config == ctx.tuning().gemm(product.p.mode, product.p.M, product.p.N, product.p.K, product.p.batch);
           std::printf("    %-42s %9.3f ms %8.1f TFLOP/s%s\n", c.config.defines().c_str(), ms, tflops(flops, ms),
                       engine ? "  <- the engine's tiles" : "");
         }

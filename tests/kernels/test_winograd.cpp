@@ -248,6 +248,36 @@ TEST(Winograd, SplitKIsAddedByTheOutputTransform) {
   }
 }
 
+TEST(Winograd, BatchedProductsOnTheBigTilesMatchTheReference) {
+  // A row whose batched products take its big tiles (NVIDIA's: GemmRow::batched_big_groups_per_unit): 128×64 tiles
+  // of 8×4 over edge tiles (110 and 60 tile rows, 70 channels), both tiles and storages, chunked, and split.
+  auto& ctx = test::kernel_context();
+  const cl::GemmConfig big{128, 64, 16, 8, 4, 4};
+  cl::GemmRow row = ctx.tuning().row().gemm;
+  row.linear_big = big;
+  row.batched_big_groups_per_unit = 1;
+  test::TuningScope rule(ctx, [&](cl::TuningOverrides& o) { o.tuned_gemm = row; });
+  ASSERT_EQ(ctx.tuning().gemm(cl::GemmMode::Conv1x1, 110, 70, 24, 36), big);
+  for (DType storage : {DType::F32, DType::F16}) {
+    check_winograd({"big-tiles", test::conv_shape(24, 40, 44, 70), true, true, Act::SiLU, true, 4}, storage, 47);
+    check_winograd({"big-tiles", test::conv_shape(24, 20, 11, 70), true, false, Act::None, false, 2}, storage, 48);
+  }
+  {
+    test::TuningScope chunks(ctx, [&](cl::TuningOverrides& o) {
+      o.tuned_gemm = row;
+      o.winograd_workspace_bytes = 40 * 36 * 4 * (24 + 70);  // chunks of 40 tiles, the last of 20
+    });
+    check_winograd({"big-tiles-chunked", test::conv_shape(24, 40, 40, 70), true, true, Act::None, false, 4}, DType::F32,
+                   49);
+  }
+  test::TuningScope split(ctx, [&](cl::TuningOverrides& o) {
+    o.tuned_gemm = row;
+    o.gemm_splits = 3;
+  });
+  check_winograd({"big-tiles-split", test::conv_shape(48, 40, 44, 70), true, false, Act::None, false, 4}, DType::F16,
+                 50);
+}
+
 TEST(Winograd, FilterTransformReadsFp16Weights) {
   // A filter already stored in fp16 (e.g. a layer whose fp32 source is gone) transforms from its rounded values.
   auto& ctx = test::kernel_context();

@@ -211,12 +211,39 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   EXPECT_EQ(h200.gemm(GemmMode::Linear, 4096, 1024), row) << "32 × 16 = 512";
   EXPECT_EQ(h200.gemm(GemmMode::Conv, 65536, 512), row) << "convolutions keep the conv tile";
   EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 65536, 512), row);
+  // Batched 1×1 products (Winograd's) of 8 or more big work-groups per compute unit over the batch (1056).
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 1024, 512, 512, 36), big) << "VAE 512 @128×128, F4: 8 × 8 × 36 = 2304";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 256, 512, 512, 36), row) << "VAE 512 @64×64, F4: 2 × 8 × 36 = 576";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 1024, 512, 512, 16), row) << "F2: 8 × 8 × 16 = 1024, one short";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 1024, 576, 512, 16), big) << "F2: 8 × 9 × 16 = 1152";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 256, 320, 320, 36), row) << "UNet 320 @64×64, F4: 360";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv, 65536, 512, 4608, 36), row) << "only 1×1 products are batched";
+  {
+    Tuning never(kH200, true);
+    cl::TuningOverrides o;
+    o.batched_big_groups_per_unit = 0;
+    never.set_overrides(o);
+    EXPECT_EQ(never.gemm(GemmMode::Conv1x1, 1024, 512, 512, 36), row) << "0: never";
+    o.batched_big_groups_per_unit = 1;
+    never.set_overrides(o);
+    EXPECT_EQ(never.gemm(GemmMode::Conv1x1, 256, 320, 320, 36), big) << "1: 360 ≥ 132";
+  }
+  {
+    EnvScope env("SDT_BATCHED_BIG", "0");
+    EXPECT_EQ(cl::overrides_from_environment().batched_big_groups_per_unit, 0);
+    EXPECT_EQ(Tuning(kH200, true, cl::overrides_from_environment()).gemm(GemmMode::Conv1x1, 1024, 512, 512, 36), row);
+  }
+  for (const char* bad : {"8 groups", "-1", "many"}) {  // warned about, and not taken
+    EnvScope env("SDT_BATCHED_BIG", bad);
+    EXPECT_FALSE(cl::overrides_from_environment().batched_big_groups_per_unit) << bad;
+  }
   // A smaller GPU of the same row needs fewer: 30 compute units → 120 groups.
   DeviceInfo small = kH200;
   small.compute_units = 30;
   EXPECT_EQ(Tuning(small, true).gemm(GemmMode::Linear, 4096, 320), big) << "160 ≥ 120";
   // Rows without big tiles.
   EXPECT_EQ(radeon.gemm(GemmMode::Linear, 4096, 2560), row);
+  EXPECT_EQ(radeon.gemm(GemmMode::Conv1x1, 1024, 512, 512, 36), row);
   EXPECT_EQ(pocl.gemm(GemmMode::Linear, 4096, 2560), (GemmConfig{64, 64, 16, 8, 8, 8}));
   // Where they do not fit the device, the row's tile.
   DeviceInfo tight = kH200;
