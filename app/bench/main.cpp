@@ -155,19 +155,20 @@ int run_tuner(const Options& o) {
   const double tune_ms = ms_since(t0);
   std::printf("\n%s (%s), %s weights: gemm.cl tile candidates, device ms per run of SD-Turbo's key products\n",
               r.device.c_str(), r.driver.c_str(), o.weights.c_str());
-  std::printf("  %-26s %12s %12s %12s %12s %12s\n", "tiles {tm,tn,tk,wm,wn,vw}", "linear", "convolution",
-              "big linear", "long K", "long-K rule");
+  std::printf("  %-26s %12s %12s %12s %12s %12s %12s\n", "tiles {tm,tn,tk,wm,wn,vw}", "linear", "convolution",
+              "big linear", "big batched", "long K", "long-K rule");
   for (const auto& c : r.candidates)
-    std::printf("  %-26s %12.3f %12.3f %12.3f %12.3f %12.3f\n", c.tiles.c_str(), c.linear_ms, c.conv_ms, c.big_ms,
-                c.long_k_plain_ms, c.long_k_ms);
+    std::printf("  %-26s %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f\n", c.tiles.c_str(), c.linear_ms, c.conv_ms,
+                c.big_ms, c.batched_big_ms, c.long_k_plain_ms, c.long_k_ms);
   auto ratio = [](double tuned, double table) { return table > 0 && tuned > 0 ? tuned / table : 0.0; };
   std::printf("table row '%s': %s\n", r.table_row.c_str(), r.table_tiles.c_str());
   std::printf("tuned (%.1f s): %s\n", tune_ms * 1e-3, r.tuned_tiles.c_str());
   std::printf(
-      "tuned / table time: linear %.3f, convolutions %.3f, big linear %.3f, long K %.3f (below 1: the tuner found "
-      "faster tiles)\n",
+      "tuned / table time: linear %.3f, convolutions %.3f, big linear %.3f, big batched %.3f, long K %.3f (below 1: "
+      "the tuner found faster tiles)\n",
       ratio(r.tuned_linear_ms, r.table_linear_ms), ratio(r.tuned_conv_ms, r.table_conv_ms),
-      ratio(r.tuned_big_ms, r.table_big_ms), ratio(r.tuned_long_k_ms, r.table_long_k_ms));
+      ratio(r.tuned_big_ms, r.table_big_ms), ratio(r.tuned_batched_ms, r.table_batched_ms),
+      ratio(r.tuned_long_k_ms, r.table_long_k_ms));
   std::printf("row to add to runtime/tuning.cpp's table for this device:\n  .gemm = %s,\n", r.tuned_tiles.c_str());
   if (!r.cache_file.empty()) std::printf("stored for the engine in %s\n", r.cache_file.c_str());
   if (!o.json_path.empty()) {
@@ -184,6 +185,8 @@ int run_tuner(const Options& o) {
                    {"tuned_conv_ms", r.tuned_conv_ms},
                    {"table_big_ms", r.table_big_ms},
                    {"tuned_big_ms", r.tuned_big_ms},
+                   {"table_batched_ms", r.table_batched_ms},
+                   {"tuned_batched_ms", r.tuned_batched_ms},
                    {"table_long_k_ms", r.table_long_k_ms},
                    {"tuned_long_k_ms", r.tuned_long_k_ms},
                    {"version", sdt::version()}};
@@ -192,6 +195,7 @@ int run_tuner(const Options& o) {
                                       {"linear_ms", c.linear_ms},
                                       {"conv_ms", c.conv_ms},
                                       {"big_ms", c.big_ms},
+                                      {"batched_big_ms", c.batched_big_ms},
                                       {"long_k_plain_ms", c.long_k_plain_ms},
                                       {"long_k_ms", c.long_k_ms}});
     std::ofstream(sdt::path_from_utf8(o.json_path)) << report.dump(2) << "\n";

@@ -19,7 +19,8 @@ namespace {
 using cl::GemmConfig;
 using cl::GemmMode;
 
-constexpr int kFormatVersion = 4;  // 2: the UNet's small products timed too; 3: big linear tiles; 4: the long-K rule
+// 2: the UNet's small products timed too; 3: big linear tiles; 4: the long-K rule; 5: the batched rule
+constexpr int kFormatVersion = 5;
 constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
 
 // Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
@@ -229,14 +230,15 @@ std::vector<GemmTuneProduct> key_gemm_products() {
   // The large products alone favoured 128×64 tiles on the H200 by 0-5 %, where 64×64 made the UNet 15 % faster end
   // to end (2026-12-02): its small products, split along K, are timed too.
   return {
-      {GemmMode::Linear, 4096, 1280, 320, 1},   // UNet 64×64: 4096 tokens, 320 → 1280 (a quarter of GEGLU's proj)
-      {GemmMode::Linear, 256, 1280, 1280, 1},   // UNet 16×16: 256 tokens, 1280 → 1280 (split-K)
-      {GemmMode::Linear, 77, 1024, 1024, 1},    // text encoder: 77 tokens (split-K)
-      {GemmMode::Conv1x1, 1024, 512, 512, 16},  // Winograd F(2×2) at the VAE's 512 channels, 64×64 map
-      {GemmMode::Conv1x1, 256, 320, 320, 36},   // Winograd F(4×4) at the UNet's 320 channels, 64×64 map
-      {GemmMode::Conv, 256, 1280, 11520, 1},    // UNet 16×16: 3×3, 1280 → 1280, direct (split-K)
-      {GemmMode::Conv, 64, 1280, 11520, 1},     // UNet 8×8: the same
-      {GemmMode::Linear, 4096, 2560, 320, 1, true},  // big: the UNet's GEGLU projection at 64×64
+      {GemmMode::Linear, 4096, 1280, 320, 1},  // UNet 64×64: 4096 tokens, 320 → 1280 (a quarter of GEGLU's proj)
+      {GemmMode::Linear, 256, 1280, 1280, 1},  // UNet 16×16: 256 tokens, 1280 → 1280 (split-K)
+      {GemmMode::Linear, 77, 1024, 1024, 1},   // text encoder: 77 tokens (split-K)
+      // Winograd F(2×2) at the VAE's 512 channels, 64×64 map (F(4×4) at 128×128 has the same tiles): batched big
+      {GemmMode::Conv1x1, 1024, 512, 512, 16, false, false, true},
+      {GemmMode::Conv1x1, 256, 320, 320, 36},               // Winograd F(4×4) at the UNet's 320 channels, 64×64 map
+      {GemmMode::Conv, 256, 1280, 11520, 1},                // UNet 16×16: 3×3, 1280 → 1280, direct (split-K)
+      {GemmMode::Conv, 64, 1280, 11520, 1},                 // UNet 8×8: the same
+      {GemmMode::Linear, 4096, 2560, 320, 1, true},         // big: the UNet's GEGLU projection at 64×64
       {GemmMode::Linear, 4096, 320, 1280, 1, false, true},  // long K: the UNet's feed-forward out at 64×64
       {GemmMode::Linear, 1024, 640, 2560, 1, false, true},  // and at 32×32
   };
@@ -276,6 +278,12 @@ cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, co
     }
     set_long_k_rule(row, pick->long_k_resident);
   }
+  // The batched rule where the row's big tiles beat the conv choice at the batched big products.
+  if (row.linear_big)
+    for (const auto& c : candidates)
+      if (c.config == *row.linear_big && c.batched_big_ms > 0 && conv->batched_big_ms > 0 &&
+          c.batched_big_ms <= kBigTileGain * conv->batched_big_ms)
+        row.batched_big_groups_per_unit = kBatchedBigGroups;
   return row;
 }
 
@@ -340,17 +348,21 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
         (o.product.mode == GemmMode::Linear ? linear_ok : conv_ok) &= matches_reference(ctx, o);
       }
       ctx.set_recording(true);
-      double linear_ms = 0, conv_ms = 0, big_ms = 0;
+      double linear_ms = 0, conv_ms = 0, big_ms = 0, batched_big_ms = 0;
+      bool any_batched_big = false;
       for (const Operands& o : timed) {
         if (o.product.long_k) continue;
         double& family = o.product.big ? big_ms : o.product.mode == GemmMode::Linear ? linear_ms : conv_ms;
-        family += time_product(ctx, o, options.runs);
+        const double ms = time_product(ctx, o, options.runs);
+        family += ms;
+        if (o.product.batched_big) batched_big_ms += ms, any_batched_big = true;
       }
       ctx.set_recording(false);
       ctx.collect_timings();
       candidate.linear_ms = linear_ok ? linear_ms : -1;
       candidate.conv_ms = conv_ok ? conv_ms : -1;
       candidate.big_ms = linear_ok && any_big ? big_ms : -1;
+      candidate.batched_big_ms = conv_ok && any_batched_big ? batched_big_ms : -1;
       if (linear_ok && any_long_k) {
         candidate.long_k_plain_ms = time_long_k();
         // The same products as the long-K rule's big tiles, at each residency where the rule takes one.
@@ -409,7 +421,7 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw", "conv …" and, when chosen, "linear_big …" and
-  // "long_k <long_k> <rows> <resident> <fill in thousandths> <big_groups_per_unit>".
+  // "long_k <long_k> <rows> <resident> <fill in thousandths> <big_groups_per_unit>", "batched_big <groups>".
   std::string magic;
   int version = 0;
   cl::GemmRow row;
@@ -431,13 +443,22 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
       row.big_groups_per_unit = groups;
       continue;
     }
+    if (family == "batched_big") {
+      int groups = 0;
+      if (!(in >> groups) || groups <= 0) {
+        linear = false;
+        break;
+      }
+      row.batched_big_groups_per_unit = groups;
+      continue;
+    }
     GemmConfig c;
     if (!(in >> c.tm >> c.tn >> c.tk >> c.wm >> c.wn >> c.vw) || !runs_here(ctx, c)) break;
     if (family == "linear") row.linear = c, linear = true;
     if (family == "conv") row.conv = c, conv = true;
     if (family == "linear_big") row.linear_big = c;
   }
-  if (!linear || !conv || (row.long_k && !row.linear_big)) {
+  if (!linear || !conv || ((row.long_k || row.batched_big_groups_per_unit) && !row.linear_big)) {
     log::get("engine")->warn("ignoring the kernel tuning file {}: unreadable or not for this device; tuning again",
                              path.string());
     return std::nullopt;
@@ -464,6 +485,7 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
     if (row.long_k)
       out << "long_k " << row.long_k << ' ' << row.long_k_rows << ' ' << row.big_resident_per_unit << ' '
           << std::lround(row.long_k_fill * 1000) << ' ' << row.big_groups_per_unit << '\n';
+    if (row.batched_big_groups_per_unit) out << "batched_big " << row.batched_big_groups_per_unit << '\n';
     if (!out) {
       log::get("engine")->warn("could not write the kernel tuning file {}: it runs again next time", tmp.string());
       return;
@@ -478,6 +500,8 @@ std::string gemm_row_text(const cl::GemmRow& row) {
   if (row.linear_big) text += ", .linear_big = GemmConfig" + config_text(*row.linear_big);
   if (row.big_groups_per_unit != cl::GemmRow{}.big_groups_per_unit)
     text += ", .big_groups_per_unit = " + std::to_string(row.big_groups_per_unit);
+  if (row.batched_big_groups_per_unit)  // (in GemmRow's order: the text is pasted into the table)
+    text += ", .batched_big_groups_per_unit = " + std::to_string(row.batched_big_groups_per_unit);
   if (row.long_k) {
     char fill[32];
     std::snprintf(fill, sizeof fill, "%g", row.long_k_fill);

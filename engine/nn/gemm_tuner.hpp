@@ -27,12 +27,14 @@ namespace sdt::nn {
 // Winograd convolution's: batch × [N, K] · [K, M]). `big`: a linear product of the size that big tiles are for
 // (GemmRow::linear_big), timed as a family of its own. `long_k`: a linear product of a long K on few tiles (at
 // least kLongK inputs and kLongKRows rows), timed as the engine runs it: under the general rule and under the
-// long-K rule.
+// long-K rule. `batched_big`: a batched product of the size big tiles are for (GemmRow::batched_big_groups_per_unit),
+// timed with the others of its mode and also as a family of its own.
 struct GemmTuneProduct {
   cl::GemmMode mode = cl::GemmMode::Linear;
   int M = 0, N = 0, K = 0, batch = 1;
   bool big = false;
   bool long_k = false;
+  bool batched_big = false;
 };
 
 // The long-K rule's thresholds in a tuned row (those of the NVIDIA row, measured there: the UNet's feed-forward
@@ -43,6 +45,9 @@ inline constexpr double kLongKFill = 0.9;
 inline constexpr int kLongKResidencies[] = {1, 2, 4};
 // A tuned row whose big tiles are for long-K products only: no product fills the device this many times over.
 inline constexpr int kBigTilesNever = 1 << 20;
+// A tuned row whose big tiles win at the batched products takes them for batches of this many of their work-groups
+// per compute unit (the NVIDIA row's, measured there: the VAE's Winograd batches at 128×128).
+inline constexpr int kBatchedBigGroups = 8;
 
 struct GemmTuneOptions {
   std::vector<cl::GemmConfig> candidates;             // empty: gemm_tune_candidates()
@@ -61,7 +66,8 @@ struct GemmTuneCandidate {
   // Device milliseconds per run of the family's key products, summed; negative where a product failed the
   // correctness check (or the device could not run the configuration).
   double linear_ms = -1, conv_ms = -1;
-  double big_ms = -1;  // the big linear products (none among the products: stays -1)
+  double big_ms = -1;          // the big linear products (none among the products: stays -1)
+  double batched_big_ms = -1;  // the batched products of big-tile size (none: stays -1)
   // The long-K products (none: stays -1): on this configuration under the general rule (`long_k_plain_ms`), and as
   // the big tiles of the long-K rule at its best residency (`long_k_ms`, `long_k_resident`; -1 / 0 where the rule
   // takes no product at any residency).
@@ -78,7 +84,9 @@ struct GemmTuneResult {
   // when it takes at most kBigTileGain of the linear choice's time there, else none. The long-K rule (long_k set)
   // when its best time at the long-K products takes at most kBigTileGain of the linear choice's under the general
   // rule: with the row's big tiles if it has them, else with the fastest candidate as big tiles for those products
-  // alone (big_groups_per_unit = kBigTilesNever).
+  // alone (big_groups_per_unit = kBigTilesNever). With big tiles, the batched rule (batched_big_groups_per_unit =
+  // kBatchedBigGroups) when the big tiles take at most kBigTileGain of the conv choice's time at the batched big
+  // products.
   cl::GemmRow row;
   std::vector<GemmTuneCandidate> candidates;
   bool from_cache = false;

@@ -12,6 +12,10 @@ std::string tiles_text(const cl::GemmConfig& c) {
   return "{" + std::to_string(c.tm) + ", " + std::to_string(c.tn) + ", " + std::to_string(c.tk) + ", " +
          std::to_string(c.wm) + ", " + std::to_string(c.wn) + ", " + std::to_string(c.vw) + "}";
 }
+// The tiles a row gives the batched big products (the engine's rule where they fill the device).
+cl::GemmConfig batched_tiles(const cl::GemmRow& row) {
+  return row.linear_big && row.batched_big_groups_per_unit ? *row.linear_big : row.conv;
+}
 }  // namespace
 
 KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage,
@@ -39,13 +43,15 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
   report.cache_file = nn::gemm_tuning_file(ctx).string();
   for (const auto& c : result.candidates) {
     report.candidates.push_back(
-        {tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms, c.long_k_plain_ms, c.long_k_ms});
+        {tiles_text(c.config), c.linear_ms, c.conv_ms, c.big_ms, c.batched_big_ms, c.long_k_plain_ms, c.long_k_ms});
     if (c.config == table.linear) report.table_linear_ms = c.linear_ms;
     if (c.config == table.conv) report.table_conv_ms = c.conv_ms;
     if (c.config == table.linear_big.value_or(table.linear)) report.table_big_ms = c.big_ms;
     if (c.config == result.row.linear) report.tuned_linear_ms = c.linear_ms;
     if (c.config == result.row.conv) report.tuned_conv_ms = c.conv_ms;
     if (c.config == result.row.linear_big.value_or(result.row.linear)) report.tuned_big_ms = c.big_ms;
+    if (c.config == batched_tiles(table)) report.table_batched_ms = c.batched_big_ms;
+    if (c.config == batched_tiles(result.row)) report.tuned_batched_ms = c.batched_big_ms;
   }
   report.table_long_k_ms = result.table_long_k_ms;
   report.tuned_long_k_ms = result.tuned_long_k_ms;

@@ -82,6 +82,18 @@ TEST(GemmTuner, BigLinearTilesAreKeptOnlyWhereTheyWinAtTheBigProducts) {
   }
   EXPECT_EQ(nn::gemm_row_text(r.row).find(".linear_big = GemmConfig{") != std::string::npos, keep)
       << nn::gemm_row_text(r.row);
+  // The batched big products: timed on every candidate, and the batched rule exactly where the row's big tiles beat
+  // the conv choice there by kBigTileGain.
+  options.products.push_back({cl::GemmMode::Conv1x1, 130, 70, 40, 9, false, false, true});
+  const nn::GemmTuneResult rb = nn::tune_gemm(ctx, options);
+  for (const auto& c : rb.candidates) EXPECT_GT(c.batched_big_ms, 0) << c.config.defines();
+  const auto* conv = rb.row.conv == rb.candidates[0].config ? &rb.candidates[0] : &rb.candidates[1];
+  const auto* big = rb.row.linear_big && *rb.row.linear_big == rb.candidates[0].config   ? &rb.candidates[0]
+                    : rb.row.linear_big && *rb.row.linear_big == rb.candidates[1].config ? &rb.candidates[1]
+                                                                                         : nullptr;
+  const bool batched = big && big->batched_big_ms <= nn::kBigTileGain * conv->batched_big_ms;
+  EXPECT_EQ(rb.row.batched_big_groups_per_unit, batched ? nn::kBatchedBigGroups : 0)
+      << "batched " << rb.candidates[0].batched_big_ms << " / " << rb.candidates[1].batched_big_ms;
 }
 
 TEST(GemmTuner, TheLongKRuleIsKeptOnlyWhereItBeatsTheGeneralRule) {
@@ -180,6 +192,25 @@ TEST(GemmTuner, TheChoiceFollowsTheRulesOnTheTimes) {
                             "t");
   EXPECT_EQ(*row.linear_big, c);
   EXPECT_EQ(row.long_k, 0);
+  EXPECT_EQ(row.batched_big_groups_per_unit, 0) << "no batched big products timed";
+  // The batched rule: the row's big tiles (c) against the conv choice (b) at the batched big products, kept at
+  // kBigTileGain or better; never without big tiles, nor on a faster candidate that is not the row's big tiles.
+  auto batched = [&](double a_ms, double b_ms, double c_ms, double c_big) {
+    std::vector<nn::GemmTuneCandidate> cs = {candidate(a, 1.0, 2.0, 3.0, 1.0, -1, 0),
+                                             candidate(b, 1.1, 1.9, 3.1, 1.2, -1, 0),
+                                             candidate(c, 1.3, 2.5, c_big, 1.5, -1, 0)};
+    cs[0].batched_big_ms = a_ms, cs[1].batched_big_ms = b_ms, cs[2].batched_big_ms = c_ms;
+    return nn::choose_gemm_row(cs, "t");
+  };
+  row = batched(1.0, 1.0, 0.9, 2.4);
+  ASSERT_TRUE(row.linear_big.has_value());
+  EXPECT_EQ(*row.linear_big, c);
+  EXPECT_EQ(row.batched_big_groups_per_unit, nn::kBatchedBigGroups) << "0.9 of the conv choice's";
+  EXPECT_EQ(batched(1.0, 1.0, 0.97, 2.4).batched_big_groups_per_unit, 0) << "within the margin";
+  EXPECT_EQ(batched(1.0, 1.0, -1, 2.4).batched_big_groups_per_unit, 0) << "wrong on the big tiles";
+  row = batched(0.5, 1.0, 0.9, 3.5);
+  EXPECT_FALSE(row.linear_big.has_value());
+  EXPECT_EQ(row.batched_big_groups_per_unit, 0) << "no big tiles, whatever the batched times";
   // No candidate correct: an error naming the device.
   try {
     nn::choose_gemm_row({candidate(a, -1, 2.0, -1, -1, -1, 0)}, "Some GPU");
@@ -238,6 +269,15 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
   EXPECT_DOUBLE_EQ(long_k_back->long_k_fill, 0.9);
   EXPECT_EQ(long_k_back->big_groups_per_unit, nn::kBigTilesNever);
   EXPECT_EQ(long_k_back->linear_big, with_big.linear_big);
+  EXPECT_EQ(long_k_back->batched_big_groups_per_unit, 0);
+  cl::GemmRow with_batched = with_long_k;
+  with_batched.batched_big_groups_per_unit = nn::kBatchedBigGroups;
+  nn::store_gemm_tuning(ctx, with_batched);
+  const auto batched_back = nn::load_gemm_tuning(ctx);
+  ASSERT_TRUE(batched_back.has_value());
+  EXPECT_EQ(batched_back->batched_big_groups_per_unit, nn::kBatchedBigGroups);
+  EXPECT_EQ(batched_back->long_k, 640);
+  EXPECT_EQ(batched_back->linear_big, with_big.linear_big);
   // Damaged, another format's, or tiles this device cannot run: read as nothing, so the tuner runs again.
   for (const char* text : {"sdturbo-gemm-tuning 1\nlinear 32 32\n", "sdturbo-gemm-tuning 99\nlinear 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 1\nlinear 32 32 16 3 4 4\nconv 32 32 16 4 4 4\n",
@@ -245,12 +285,16 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
                            // the formats before big linear tiles and before the long-K rule: tuned again
                            "sdturbo-gemm-tuning 2\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 3\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
+                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
                            // a damaged long-K line, and one without big tiles
-                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "linear_big 64 32 16 4 4 4\nlong_k 640 1024 0 900 4\n",
-                           "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "long_k 640 1024 2 900 4\n",
-                           ""}) {
+                           // a damaged batched line, and one without big tiles
+                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "linear_big 64 32 16 4 4 4\nbatched_big 0\n",
+                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nbatched_big 8\n", ""}) {
     std::ofstream(file, std::ios::trunc) << text;
     EXPECT_FALSE(nn::load_gemm_tuning(ctx).has_value()) << text;
   }

@@ -242,7 +242,8 @@ struct KernelPaths {
 struct TunedTiles {
   std::string tiles;  // "{tm, tn, tk, wm, wn, vw}"
   double linear_ms = -1, conv_ms = -1;
-  double big_ms = -1;  // the big linear products (the UNet's GEGLU projection)
+  double big_ms = -1;          // the big linear products (the UNet's GEGLU projection)
+  double batched_big_ms = -1;  // the batched products of big-tile size (the VAE's Winograd batches at 512 channels)
   // The long-K products (the UNet's feed-forward out products) on these tiles under the general rule, and as the
   // long-K rule's big tiles (-1 where the rule takes none).
   double long_k_plain_ms = -1, long_k_ms = -1;
@@ -257,6 +258,8 @@ struct KernelTuningReport {
   double tuned_linear_ms = -1, tuned_conv_ms = -1;  // the choice
   // The big linear products on the tiles each row gives them (its linear_big, else its linear tiles).
   double table_big_ms = -1, tuned_big_ms = -1;
+  // The batched big products on the tiles each row gives them (linear_big where its batched rule is set, else conv).
+  double table_batched_ms = -1, tuned_batched_ms = -1;
   // The long-K products as each row runs them (the table's rules, the choice's).
   double table_long_k_ms = -1, tuned_long_k_ms = -1;
   std::string cache_file;  // where the choice is stored for the engine ("" without a disk cache)
