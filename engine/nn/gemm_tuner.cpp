@@ -261,15 +261,15 @@ cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, co
   if (const GemmTuneCandidate* big = best(&GemmTuneCandidate::big_ms);
       big && big->config != linear->config && linear->big_ms > 0 && big->big_ms <= kBigTileGain * linear->big_ms)
     row.linear_big = big->config;
+  // The times of the row's big tiles (none without them).
+  auto big_tiles = [&]() -> const GemmTuneCandidate* {
+    for (const auto& c : candidates)
+      if (row.linear_big && c.config == *row.linear_big) return &c;
+    return nullptr;
+  };
   // The long-K rule where it beats the general rule on the linear choice by kBigTileGain: on the row's big tiles,
   // or on the fastest candidate's as big tiles for the long-K products alone.
-  const GemmTuneCandidate* pick = nullptr;
-  if (row.linear_big) {
-    for (const auto& c : candidates)
-      if (c.config == *row.linear_big) pick = &c;
-  } else {
-    pick = best(&GemmTuneCandidate::long_k_ms);
-  }
+  const GemmTuneCandidate* pick = row.linear_big ? big_tiles() : best(&GemmTuneCandidate::long_k_ms);
   if (pick && pick->long_k_ms >= 0 && pick->long_k_resident > 0 && linear->long_k_plain_ms > 0 &&
       pick->long_k_ms <= kBigTileGain * linear->long_k_plain_ms) {
     if (!row.linear_big) {
@@ -278,12 +278,11 @@ cl::GemmRow choose_gemm_row(const std::vector<GemmTuneCandidate>& candidates, co
     }
     set_long_k_rule(row, pick->long_k_resident);
   }
-  // The batched rule where the row's big tiles beat the conv choice at the batched big products.
-  if (row.linear_big)
-    for (const auto& c : candidates)
-      if (c.config == *row.linear_big && c.batched_big_ms > 0 && conv->batched_big_ms > 0 &&
-          c.batched_big_ms <= kBigTileGain * conv->batched_big_ms)
-        row.batched_big_groups_per_unit = kBatchedBigGroups;
+  // The batched rule where the row's big tiles (chosen above, or for the long-K products alone) beat the conv choice
+  // at the batched big products.
+  if (const GemmTuneCandidate* big = big_tiles(); big && big->batched_big_ms > 0 && conv->batched_big_ms > 0 &&
+                                                  big->batched_big_ms <= kBigTileGain * conv->batched_big_ms)
+    row.batched_big_groups_per_unit = kBatchedBigGroups;
   return row;
 }
 

@@ -138,6 +138,18 @@ std::optional<Config> config_from_env(const char* name, const char* fields, cons
   return std::nullopt;
 }
 
+// The value of environment variable `name` as a count in [0, limit), or nullopt (with a warning saying what it
+// counts when it is set but not such a number).
+std::optional<int> count_from_env(const char* name, long limit, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (*end == '\0' && value >= 0 && value < limit) return static_cast<int>(value);
+  log::get("cl")->warn("{}='{}' ignored: expected {}", name, env, what);
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ---- configurations ---------------------------------------------------------------------------------------
@@ -300,22 +312,9 @@ TuningOverrides overrides_from_environment() {
   else if (env && *env)
     log::get("cl")->warn("SDT_FUSED_SPLITK='{}' ignored: 0 sums split K in a reduce launch, 1 in the product's kernel",
                          env);
-  if (const char* env = std::getenv("SDT_LN_FOLD_ROWS"); env && *env) {
-    char* end = nullptr;
-    const long rows = std::strtol(env, &end, 10);
-    if (*end == '\0' && rows >= 0 && rows < (1L << 30))
-      o.ln_fold_rows = static_cast<int>(rows);
-    else
-      log::get("cl")->warn("SDT_LN_FOLD_ROWS='{}' ignored: expected a row count (0: no layer norm folded)", env);
-  }
-  if (const char* env = std::getenv("SDT_BATCHED_BIG"); env && *env) {
-    char* end = nullptr;
-    const long groups = std::strtol(env, &end, 10);
-    if (*end == '\0' && groups >= 0 && groups < (1L << 20))
-      o.batched_big_groups_per_unit = static_cast<int>(groups);
-    else
-      log::get("cl")->warn("SDT_BATCHED_BIG='{}' ignored: expected work-groups per compute unit (0: never)", env);
-  }
+  o.ln_fold_rows = count_from_env("SDT_LN_FOLD_ROWS", 1L << 30, "a row count (0: no layer norm folded)");
+  o.batched_big_groups_per_unit =
+      count_from_env("SDT_BATCHED_BIG", 1L << 20, "work-groups per compute unit (0: never)");
   return o;
 }
 
@@ -407,8 +406,9 @@ std::size_t Tuning::tile_count(int M, int N, int tile_m, int tile_n) {
   return static_cast<std::size_t>((M + tile_m - 1) / tile_m) * static_cast<std::size_t>((N + tile_n - 1) / tile_n);
 }
 
-bool Tuning::fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit) const {
-  return tile_count(M, N, tile_m, tile_n) >= static_cast<std::size_t>(groups_per_unit) * compute_units_;
+bool Tuning::fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit, int batch) const {
+  return tile_count(M, N, tile_m, tile_n) * static_cast<std::size_t>(batch) >=
+         static_cast<std::size_t>(groups_per_unit) * compute_units_;
 }
 
 bool Tuning::fits(int threads, std::size_t local_bytes) const {
@@ -433,10 +433,7 @@ GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
   if (batched) {  // tm along M (pixels) as in every convolution mode
     const int per_unit = effective_.batched_big_groups_per_unit.value_or(row.batched_big_groups_per_unit);
-    return per_unit > 0 && tile_count(M, N, big->tm, big->tn) * static_cast<std::size_t>(batch) >=
-                               static_cast<std::size_t>(per_unit) * compute_units_
-               ? *big
-               : config;
+    return per_unit > 0 && fills_device(M, N, big->tm, big->tn, per_unit, batch) ? *big : config;
   }
   if (long_k_splits(mode, M, N, K)) return *big;
   return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;

@@ -377,9 +377,9 @@ class Tuning {
 
  private:
   bool fits(int threads, std::size_t local_bytes) const;
-  // Whether an M × N product on tile_m × tile_n tiles makes at least groups_per_unit work-groups per compute unit
-  // (the rule of the big tiles, gemm.cl's and the tensor cores').
-  bool fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit) const;
+  // Whether `batch` M × N products on tile_m × tile_n tiles make at least groups_per_unit work-groups per compute
+  // unit (the rule of the big tiles, gemm.cl's and the tensor cores').
+  bool fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit, int batch = 1) const;
   // Work-groups of an M × N product on tile_m × tile_n tiles (edge tiles count).
   static std::size_t tile_count(int M, int N, int tile_m, int tile_n);
 
