@@ -59,6 +59,9 @@ const TuningRow kTable[] = {
         // the VAE's 512 channels at 128×128 (F4, 2304 groups) 31.8 -> 36.0 TFLOP/s with fp16 weights, F2 31.7 ->
         // 36.6, fp32 31.5 -> 34.2; the 128-channel chunks at 512×512 27.1 / 27.4 (kernel bench, d3c6107,
         // docs/bench/2026-12-05/call1-inner-tiles-ln-fold). The UNet's (360 groups at 320 channels) keep 64×64.
+        // End to end (A/B in one call, 2026-12-05 call 2): the VAE 33.11 -> 32.69 ms with fp16 weights, 32.79 ->
+        // 32.36 with fp32; TAESD's 64-channel batches (K = 64) lost 4.16 -> 4.39 ms on them, hence
+        // batched_big_min_k (its default, 256: the VAE's 128-channel batches, neutral, keep 64×64 too).
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
                  .linear_big = GemmConfig{128, 64, 16, 8, 4, 4},
@@ -433,7 +436,8 @@ GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
   if (!big || !fits(big->threads(), big->local_bytes())) return config;
   if (batched) {  // tm along M (pixels) as in every convolution mode
     const int per_unit = effective_.batched_big_groups_per_unit.value_or(row.batched_big_groups_per_unit);
-    return per_unit > 0 && fills_device(M, N, big->tm, big->tn, per_unit, batch) ? *big : config;
+    return per_unit > 0 && K >= row.batched_big_min_k && fills_device(M, N, big->tm, big->tn, per_unit, batch) ? *big
+                                                                                                               : config;
   }
   if (long_k_splits(mode, M, N, K)) return *big;
   return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;

@@ -127,9 +127,11 @@ struct GemmRow {
   // if set: larger tiles load less per FMA, but the many smaller products fill the device better with `linear`.
   std::optional<GemmConfig> linear_big = {};
   int big_groups_per_unit = 4;
-  // Batched products (the Winograd convolution's 16 or 36) whose work-groups on linear_big's tiles, over the whole
-  // batch, number at least this many per compute unit take those tiles too; 0: they keep `conv`'s.
+  // Batched products (the Winograd convolution's 16 or 36) of at least batched_big_min_k inputs whose work-groups on
+  // linear_big's tiles, over the whole batch, number at least this many per compute unit take those tiles too; 0:
+  // they keep `conv`'s. (Few inputs load little per work-group: the big tiles only cost there.)
   int batched_big_groups_per_unit = 0;
+  int batched_big_min_k = 256;
   // Linear products of at least long_k inputs and long_k_rows rows whose big tiles are at most one round of
   // big_resident_per_unit work-groups per compute unit (the big tiles that run at once: registers decide), if
   // long_k is set: the big tiles, K split into the fewest slices whose work-groups fill their last round to

@@ -218,6 +218,9 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
   EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 1024, 576, 512, 16), big) << "F2: 8 × 9 × 16 = 1152";
   EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 256, 320, 320, 36), row) << "UNet 320 @64×64, F4: 360";
   EXPECT_EQ(h200.gemm(GemmMode::Conv, 65536, 512, 4608, 36), row) << "only 1×1 products are batched";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 16384, 64, 64, 36), row) << "TAESD 64 @512×512: K = 64 < 256";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 4096, 128, 128, 36), row) << "VAE 128 @512×512 (a chunk): K = 128";
+  EXPECT_EQ(h200.gemm(GemmMode::Conv1x1, 1024, 512, 256, 36), big) << "K = 256: the smallest that takes them";
   {
     Tuning never(kH200, true);
     cl::TuningOverrides o;
