@@ -34,6 +34,16 @@
 // merge of 4-element chunks, then of the work-items' parts in a fixed order), so every work-group of a row tile
 // reads its rows once more: the host folds only products of few rows (TensorCoreRow::ln_fold_rows). A run-time
 // choice: a second program of this kernel would cost a first start its compile time.
+//
+// Group norm in the gather (mode 2, norm_mode 1 or 2): each value read inside the map becomes
+// x * norm[2c] + norm[2c + 1] (group_norm_affine's per-channel form), then SiLU with norm_mode 2, as gemm.cl's
+// gather does; the padding stays zero. Each k's (scale, shift) sits beside its im2col table entry. The value is
+// rounded to fp16 right after, so SiLU takes the fast exp and reciprocal (their error, ~1e-6 relative, is far
+// below the rounding's 5e-4). Only in programs built with GATHER_NORM = 1, which the host asks for the
+// convolutions that have a norm to apply (where TensorCoreRow::gather_norm allows it): compiled into every
+// convolution with a run-time norm_mode, it made them all slower on the H200 with norm_mode 0 (UNet 14.3 -> 16.6
+// ms, VAE 24.6 -> 29.3; 2026-12-05 call 2). Where it runs, the per-element norm in the gather costs more than the
+// launch it saves (the row's gather_norm: off).
 
 #ifndef TC_TM
 #define TC_TM 128
@@ -64,6 +74,12 @@
 #endif
 #ifndef FUSED_SPLITK  // 1: with split K, the last slice of each tile to finish adds the slices up (no reduce launch)
 #define FUSED_SPLITK 0
+#endif
+#ifndef GATHER_NORM  // 1 (mode 2): the gather applies norm_mode's group norm (+SiLU)
+#define GATHER_NORM 0
+#endif
+#if GATHER_NORM && A_MODE != 2
+#error "the group norm is applied in the k×k convolution's gather only"
 #endif
 #ifndef LDSM_MODE  // PTX only: fragments through ldmatrix; 1: local addresses as they are, 2: through cvta.to.shared
 #define LDSM_MODE 0
@@ -118,7 +134,10 @@
 // macro MMA_16x8x16 and ldmatrix (LDSM_X4) come from the prelude, kernels/common.cl.
 
 // The epilogue of output (m, n) with sum v: + bias[n], activation, + residual, into C (mode 0: C[m, n] at c_off
-// with row stride ldc; convolutions: C[n, m] of the [N, M] output).
+// with row stride ldc; convolutions: C[n, m] of the [N, M] output). No ACT_AFTER_RESIDUAL here: this is unrolled
+// for each of a work-item's outputs, and common.cl's epilogue() in its place (two copies of apply_act) made every
+// product on the H200 slower (UNet 13.5 -> 14.3 ms, VAE 20.95 -> 24.6) for 0.04 ms saved in TAESD (2026-12-05
+// call 2); TAESD's act(conv + skip) keeps its activation pass on this path.
 inline void store_output(float v, int m, int n, int M, __global const BIAS_T* restrict bias, int act,
                          __global const float* restrict residual, __global float* restrict C, int c_off, int ldc) {
   const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
@@ -213,7 +232,8 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
     const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
     const int upsample, const int k_chunk, __global float* partial, __global volatile int* tile_counters,
-    __global const float* restrict ln_gamma, __global const float* restrict ln_beta, const float ln_eps) {
+    __global const float* restrict ln_gamma, __global const float* restrict ln_beta, const float ln_eps,
+    __global const float* restrict norm, const int norm_mode) {
   // uint4 arrays: the tiles are 16-byte aligned for vector stores and ldmatrix.
   __local uint4 p_tile[TP * LDW / 4];
   __local uint4 w_tile[TW * LDW / 4];
@@ -275,6 +295,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // the map. The gather then costs one broadcast local read, a bit test and an add per element instead of
   // divisions by 9 and 3.
   __local int4 Ktab[TC_TK];
+#if GATHER_NORM
+  __local float2 Knorm[TC_TK];  // (scale, shift) of each k's channel
+#endif
 #endif
 #endif
 
@@ -308,6 +331,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           Ktab[tid] = (int4)(c * in_h * in_w, ky, kx, 31);
         else
           Ktab[tid] = (int4)((c * in_h + ky) * in_w + kx, 0, 0, r);
+#if GATHER_NORM
+        if (norm_mode) Knorm[tid] = k < k_stop ? vload2(c, norm) : (float2)(0.0f);
+#endif
       }
       if (s > 0) {
 #endif
@@ -408,12 +434,29 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
         for (int e = 0; e < 2; ++e) {
           const int4 tap = Ktab[k - k0 + e];
+#if GATHER_NORM
+          bool inside;
+          if (!upsample) {
+            inside = (taps >> tap.w) & 1u;
+            if (inside) v[e] = A[tap.x + pbase];
+          } else {
+            const int iy = iy0 + tap.y, ix = ix0 + tap.z;
+            inside = (uint)iy < virt_h && (uint)ix < virt_w;
+            if (inside) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
+          }
+          if (norm_mode && inside) {  // the padding stays zero
+            const float2 a = Knorm[k - k0 + e];
+            const float y = fma(v[e], a.x, a.y);
+            v[e] = norm_mode == 2 ? y * native_recip(1.0f + native_exp(-y)) : y;
+          }
+#else
           if (!upsample) {
             if ((taps >> tap.w) & 1u) v[e] = A[tap.x + pbase];
             continue;
           }
           const int iy = iy0 + tap.y, ix = ix0 + tap.z;
           if ((uint)iy < virt_h && (uint)ix < virt_w) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
+#endif
         }
 #endif
         preg[i] = (float2)(v[0], v[1]);

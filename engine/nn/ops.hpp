@@ -66,8 +66,9 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 //    the normalised map. So `conv(silu(group_norm(x)))` never writes the normalised map.
 //  - act: applied to conv + bias; residual: [O, H', W'] added after the activation, or before it with
 //    act_after_residual (TAESD's blocks: relu(conv(h) + skip(x))).
-// A kernel path that cannot apply the norm in its gather (today the tensor-core kernel) normalises x first, with
-// the same result up to rounding.
+// A kernel path that cannot apply the norm in its gather (1×1 convolutions), or the tensor-core kernel where the
+// device's row keeps the norm apart (TensorCoreRow::gather_norm), normalises x first, with the same result up to
+// rounding.
 struct ConvFusion {
   const Tensor* input_norm = nullptr;  // [C, 2] (scale, shift) per input channel, or null
   bool input_silu = false;

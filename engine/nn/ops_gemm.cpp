@@ -85,7 +85,8 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
         split && fused ? ctx.zeroed_counters(global.size[0] / local.size[0] * global.size[1]) : cl_mem{nullptr};
     ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
                p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
-               workspace, counters, o.ln_gamma, o.ln_beta, o.ln_eps);
+               workspace, counters, o.ln_gamma, o.ln_beta, o.ln_eps, o.input_norm,
+               o.input_norm ? (o.input_silu ? 2 : 1) : 0);
   } else {
     ctx.launch(kernel, global, local, p.M, p.N, p.K, o.a, o.b, bias, residual, o.c, act_code, p.a_off, p.lda, p.b_off,
                p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
@@ -99,10 +100,12 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
 // cannot run the kernel's work-group or its compiler refused the PTX (the caller then runs gemm.cl).
 bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act, bool ptx) {
   if (ptx && ctx.tuning().ptx_rejected()) return false;
-  std::string variant = mode_defines(p) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") +
-                        " -DB_FLOAT=" + (o.b_half ? "0" : "1") + " -DSDT_PTX=" + (ptx ? "1" : "0") +
-                        " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
-                        " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0");
+  std::string variant =
+      mode_defines(p) + " -DBIAS_HALF=" + (o.bias_half ? "1" : "0") + " -DB_FLOAT=" + (o.b_half ? "0" : "1") +
+      " -DSDT_PTX=" + (ptx ? "1" : "0") + " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
+      " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0") +
+      // A program of its own: compiled into every convolution, the norm's code slowed them all.
+      (o.input_norm ? " -DGATHER_NORM=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
@@ -180,7 +183,8 @@ bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
 }
 
 bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (p.batch != 1 || o.input_norm || o.act_after_residual) return false;
+  if (p.batch != 1 || o.act_after_residual) return false;
+  if (o.input_norm && (p.mode != GemmMode::Conv || !ctx.tuning().tc_gather_norm())) return false;
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
@@ -383,10 +387,11 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   p.mode = plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv;
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
-  // The norm goes into gemm.cl's k×k gather; elsewhere x is normalised first (same values up to rounding).
+  // The norm goes into the k×k gather (gemm.cl's; gemm_tc's where the device's row says so); elsewhere x is
+  // normalised first (same values up to rounding).
   Tensor normed;
-  const bool gather_norm =
-      fusion.input_norm && p.mode == GemmMode::Conv && detail::portable_gemm(ctx, w.dtype == DType::F16);
+  const bool gather_norm = fusion.input_norm && p.mode == GemmMode::Conv &&
+                           (detail::portable_gemm(ctx, w.dtype == DType::F16) || ctx.tuning().tc_gather_norm());
   if (fusion.input_norm && !gather_norm) normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu);
   const Tensor& input = normed.defined() ? normed : x;
   p.ks = k;
@@ -409,7 +414,7 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     o.input_silu = fusion.input_silu;
   }
   // act(conv + residual): in gemm.cl's epilogue; the tensor-core kernel's epilogue adds the residual last, so
-  // there the activation is a pass of its own.
+  // there the activation is a pass of its own (gemm_tc.cl's store_output says why).
   const bool act_last = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
   if (act_last && !detail::portable_gemm(ctx, w.dtype == DType::F16)) {
     detail::run_gemm(ctx, p, o, Act::None);

@@ -318,6 +318,14 @@ TuningOverrides overrides_from_environment() {
   o.ln_fold_rows = count_from_env("SDT_LN_FOLD_ROWS", 1L << 30, "a row count (0: no layer norm folded)");
   o.batched_big_groups_per_unit =
       count_from_env("SDT_BATCHED_BIG", 1L << 20, "work-groups per compute unit (0: never)");
+  if (const char* env = std::getenv("SDT_TC_GATHER_NORM");
+      env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
+    o.tc_gather_norm = env[0] == '1';
+  else if (env && *env)
+    log::get("cl")->warn(
+        "SDT_TC_GATHER_NORM='{}' ignored: 0 normalises a convolution's input in a launch of its own, "
+        "1 in the tensor-core kernel's gather",
+        env);
   return o;
 }
 
@@ -370,6 +378,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.attention_tc = pick(explicit_.attention_tc, environment_.attention_tc);
   effective_.tensor_core_features = pick(explicit_.tensor_core_features, environment_.tensor_core_features);
   effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
+  effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
 }

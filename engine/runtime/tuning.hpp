@@ -170,6 +170,12 @@ struct TensorCoreRow {
   // product's gather (gemm_tc.cl's ln_gamma): one launch fewer, and each work-group computes its rows' statistics
   // once more; 0: never (the norm is a launch of its own).
   int ln_fold_rows = 0;
+  // A group norm (+SiLU) before a k×k convolution applied in gemm_tc's gather (a program built with GATHER_NORM)
+  // rather than by a launch of its own (apply_channel_affine): one launch and a map's write and read fewer, but
+  // each value normalised once per tap and per tile of output channels that reads it, in the gather that bounds
+  // these kernels. Off in every row: on the H200 it cost far more than the launches it saves (docs/PERFORMANCE.md,
+  // 2026-12-05 call 2).
+  bool gather_norm = false;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -265,6 +271,7 @@ struct TuningOverrides {
   std::optional<WinogradF16> winograd_f16 = {};  // fp16 filters' tile and when they are transformed
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
+  std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
 
@@ -275,6 +282,7 @@ struct TuningOverrides {
 // SDT_FUSED_SPLITK=0 or 1 (split K through the reduce launch or summed in the product's kernel, where the device
 // allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none),
 // SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
+// SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
 // outside the fp16 bounds: for measurements). A value that breaks its kernel's rules is ignored with a warning.
@@ -357,6 +365,9 @@ class Tuning {
   // Whether a layer norm followed by a linear product of M rows on the tensor-core path runs in the product's
   // gather: the override, else the row's ln_fold_rows.
   bool layer_norm_folds(int M) const { return M <= effective_.ln_fold_rows.value_or(row_->tensor_cores.ln_fold_rows); }
+  // Whether a k×k convolution on the tensor cores applies its input's group norm in the gather: the override, else
+  // the row's gather_norm.
+  bool tc_gather_norm() const { return effective_.tc_gather_norm.value_or(row_->tensor_cores.gather_norm); }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

@@ -1,7 +1,8 @@
 // What convolutions fuse (nn::ConvFusion): the group norm (+SiLU) of their input applied in gemm.cl's gather from
 // its per-channel affine form (group_norm_affine), with the padding left at zero; the activation in the epilogue;
-// and the fallback that normalises x first where a kernel has no such gather (1×1 convolutions, the tensor-core
-// kernel). Against the reference loops of group norm then convolution, outputs poisoned.
+// and the fallback that normalises x first where a kernel has no such gather (1×1 convolutions) or the device's
+// row says not to use it (gemm_tc.cl's, TensorCoreRow::gather_norm). Against the reference loops of group norm then
+// convolution, outputs poisoned.
 //
 // Tolerance: as test_gemm.cpp's (1e-5 of max|ref|; measured a few 1e-7 to 2e-6): the norm's statistics are exact
 // to ~1e-6 (test_norm.cpp) and the affine form rounds once per value. The large-mean case has its own bound.
@@ -102,13 +103,129 @@ TEST(ConvFusion, LargeGroupMeanStaysAccurate) {
   check_fused_conv({"mean-100", shape(64, 8, 8, 32), 32, true, Act::None, false, 100.0f}, DType::F32, 40, 5e-5);
 }
 
-TEST(ConvFusion, TensorCoreFallbackNormalisesFirst) {
-  // gemm_tc.cl has no norm in its gather yet: with fp16 weights on the tensor-core path (here its plain-loop
-  // stand-in) x is normalised by apply_channel_affine, then the product rounds activations to fp16 (bound as
-  // test_gemm_tc.cpp's fp16-activation products: 5e-3 of max|ref| against the fp32 reference).
-  test::TuningScope emulated(test::kernel_context(),
-                             [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Emulated; });
-  check_fused_conv({"tc-fallback", shape(64, 8, 8, 64)}, DType::F16, 50, 5e-3);
+// gemm_tc.cl's gather applies the norm too (TensorCoreRow::gather_norm), here through its plain-loop stand-in
+// (the PTX path runs the same gather; the GPU runs this test too). Activations are rounded to fp16 after the norm,
+// so the bound is test_gemm_tc.cpp's for fp16-activation products: 5e-3 of max|ref| against the fp32 reference.
+constexpr double kTcRtol = 5e-3;
+#define PIN_TC_GATHER(on)                                                                                       \
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) {                                    \
+    if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated; \
+    o.tc_gather_norm = on;                                                                                      \
+  })
+
+TEST(ConvFusion, TensorCoreGatherAppliesTheNorm) {
+  PIN_TC_GATHER(true);
+  // The VAE's and UNet's resnet convolutions, the upsample read, the padding at odd shapes (a padded value
+  // normalised by mistake would be beta - mean·scale), stride 2, no SiLU, a residual; the 160×64 and 64×64 tiles
+  // (channels that 160 divides and not) and a split K (K = 4608).
+  check_fused_conv({"tc-vae-conv-512", shape(512, 6, 7, 160)}, DType::F16, 50, kTcRtol);
+  check_fused_conv({"tc-unet-conv2-640-residual", shape(640, 5, 6, 64), 32, true, Act::None, true}, DType::F16, 51,
+                   kTcRtol);
+  check_fused_conv({"tc-upsample-256", shape(256, 6, 5, 96, 3, 1, 1, true)}, DType::F16, 52, kTcRtol);
+  check_fused_conv({"tc-odd", shape(27, 7, 9, 13), 9, true, Act::ReLU}, DType::F16, 53, kTcRtol);
+  check_fused_conv({"tc-no-silu-stride2", shape(16, 9, 8, 5, 3, 2, 1), 4, false}, DType::F16, 54, kTcRtol);
+  check_fused_conv({"tc-pad2-residual", shape(8, 5, 3, 7, 3, 1, 2), 8, true, Act::GELU, true}, DType::F16, 55, kTcRtol);
+  check_fused_conv({"tc-mean-100", shape(64, 8, 8, 32), 32, true, Act::None, false, 100.0f}, DType::F16, 56, kTcRtol);
+}
+
+TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
+  // One launch fewer, and the gather's result equals the separate norm's (apply_channel_affine, then the same
+  // product) within fp16 rounding of the activations: measured on PoCL below 1e-3 of max|y|; bound 2e-3.
+  auto& ctx = test::kernel_context();
+  const ref::ConvShape s = shape(64, 9, 11, 48);
+  const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F16, 80);
+  const auto gamma_h = test::random_floats(s.C, 81, 0.5f, 1.5f), beta_h = test::random_floats(s.C, 82, -0.5f, 0.5f);
+  const nn::Tensor gamma = nn::upload_weight(ctx, gamma_h, {s.C}, DType::F32);
+  const nn::Tensor beta = nn::upload_weight(ctx, beta_h, {s.C}, DType::F32);
+  const nn::Tensor affine = nn::group_norm_affine(ctx, l.x, gamma, beta, 32, 1e-5f);
+  nn::ConvFusion fusion;
+  fusion.input_norm = &affine;
+  fusion.input_silu = true;
+  std::vector<float> separate;
+  std::vector<std::string> separate_kernels;
+  for (bool gather : {false, true}) {
+    const test::TuningScope pin(ctx, [gather](cl::TuningOverrides& o) {
+      if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
+      o.tc_gather_norm = gather;
+    });
+    ctx.set_recording(true);
+    ctx.collect_timings();
+    const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
+    std::vector<std::string> kernels;
+    for (const auto& t : ctx.collect_timings())
+      if (!t.mark) kernels.push_back(t.kernel);
+    ctx.set_recording(false);
+    const std::vector<float> host = nn::download(ctx, y);
+    // The product's own launches (gemm_tc, and the split-K sum where the device splits K) after the norm's, or
+    // alone.
+    ASSERT_FALSE(kernels.empty());
+    if (gather) {
+      EXPECT_EQ(kernels, std::vector<std::string>(separate_kernels.begin() + 1, separate_kernels.end()));
+    } else {
+      EXPECT_EQ(kernels[0], "channel_affine_apply");
+      EXPECT_EQ(kernels.size() > 1 ? kernels[1] : "", "gemm_tc");
+      separate_kernels = kernels;
+    }
+    if (!gather) {
+      separate = host;
+      continue;
+    }
+    double max_ref = 0, max_diff = 0;
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(double(separate[i])));
+      max_diff = std::max(max_diff, std::fabs(double(host[i]) - separate[i]));
+    }
+    EXPECT_LE(max_diff, 2e-3 * max_ref) << "gather vs separate norm, max|y| " << max_ref;
+  }
+}
+
+TEST(ConvFusion, ActivationAfterTheResidualOnBothKernelPaths) {
+  // TAESD's blocks: relu(conv(h) + skip). gemm.cl's epilogue applies the activation after the residual (the split-K
+  // sum too, where a device splits these products), 3×3 and 1×1, with no launch of its own; on the tensor-core path
+  // (here its plain-loop stand-in, and the PTX on the GPU) it is one activation launch after the product.
+  // Against the reference loops.
+  auto& ctx = test::kernel_context();
+  for (bool tc : {false, true}) {
+    const test::TuningScope pin(ctx, [tc](cl::TuningOverrides& o) {
+      o.tensor_cores = !tc                                                         ? cl::TensorCores::Off
+                       : test::kernel_context().tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx
+                                                                                   : cl::TensorCores::Emulated;
+    });
+    for (const ref::ConvShape& s :
+         {shape(64, 12, 10, 64), shape(64, 16, 16, 48), shape(48, 9, 7, 64, 1, 1, 0), shape(13, 5, 7, 11)}) {
+      const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F16, 90 + s.C + s.k);
+      nn::ConvFusion fusion;
+      fusion.act = Act::ReLU;
+      fusion.residual = &l.residual;
+      fusion.act_after_residual = true;
+      std::vector<float> expected = ref::conv2d(l.x_host, l.w.values, &l.b.values, l.s, nullptr);
+      int negative_sums = 0;  // outputs where relu(v) + r and relu(v + r) differ
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        if (expected[i] < 0 && l.residual_host[i] != 0) ++negative_sums;
+        expected[i] = std::max(expected[i] + l.residual_host[i], 0.0f);
+      }
+      ASSERT_GT(negative_sums, static_cast<int>(expected.size() / 8));
+      const std::size_t out_n = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
+      const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+      ctx.set_recording(true);
+      ctx.collect_timings();
+      const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
+      int activations = 0;
+      for (const auto& t : ctx.collect_timings()) {
+        if (t.mark || t.kernel.rfind("gemm", 0) == 0) continue;
+        EXPECT_TRUE(tc) << t.kernel << " launched besides gemm.cl's product";
+        ++activations;
+      }
+      if (tc) EXPECT_EQ(activations, 1) << "the tensor-core path's activation pass";
+      ctx.set_recording(false);
+      if (!tc) EXPECT_EQ(y.buffer.get(), poisoned);  // (the tensor-core path's result is the activation's)
+      char label[120];
+      std::snprintf(label, sizeof label, "relu(conv + skip) %s %dx%dx%d->%d k%d", tc ? "gemm_tc" : "gemm.cl", s.C, s.H,
+                    s.W, s.O, s.k);
+      // fp16 activations on the tensor-core path: test_gemm_tc.cpp's bound.
+      test::expect_close(ctx, y, expected, tc ? kTcRtol : kRtol, label);
+    }
+  }
 }
 
 TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {

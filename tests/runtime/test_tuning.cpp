@@ -511,6 +511,30 @@ TEST(Tuning, LayerNormsFoldOnlyIntoProductsOfTheRowsTheRuleAllows) {
   }
 }
 
+TEST(Tuning, TheTensorCoreGatherAppliesAConvolutionsNormWhereTheRowSaysSo) {
+  // TensorCoreRow::gather_norm: off in every row (the H200 measured it a loss); an override or
+  // SDT_TC_GATHER_NORM=0/1 wins; anything else is warned about and not taken.
+  for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
+    Tuning t(device, &device == &kH200);
+    EXPECT_FALSE(t.row().tensor_cores.gather_norm) << t.row().label;
+    EXPECT_FALSE(t.tc_gather_norm()) << t.row().label;
+    t.set_overrides({.tc_gather_norm = false});
+    EXPECT_FALSE(t.tc_gather_norm());
+    t.set_overrides({.tc_gather_norm = true});
+    EXPECT_TRUE(t.tc_gather_norm());
+  }
+  for (const char* value : {"0", "1"}) {
+    EnvScope env("SDT_TC_GATHER_NORM", value);
+    EXPECT_EQ(cl::overrides_from_environment().tc_gather_norm, value[0] == '1') << value;
+    const Tuning from_env(kH200, true, cl::overrides_from_environment());
+    EXPECT_EQ(from_env.tc_gather_norm(), value[0] == '1') << value;
+  }
+  for (const char* bad : {"yes", "2", "off"}) {
+    EnvScope env("SDT_TC_GATHER_NORM", bad);
+    EXPECT_FALSE(cl::overrides_from_environment().tc_gather_norm) << bad;
+  }
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
