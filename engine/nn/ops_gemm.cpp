@@ -184,7 +184,7 @@ bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
 
 bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
   if (p.batch != 1 || o.act_after_residual) return false;
-  if (o.input_norm && (p.mode != GemmMode::Conv || !ctx.tuning().tc_gather_norm())) return false;
+  if (o.input_norm && p.mode != GemmMode::Conv) return false;  // (conv2d asks the row whether to gather it here)
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);

@@ -153,6 +153,15 @@ std::optional<int> count_from_env(const char* name, long limit, const char* what
   return std::nullopt;
 }
 
+// An on/off setting: "0" or "1"; anything else is warned about (saying what 0 and 1 mean) and not taken.
+std::optional<bool> flag_from_env(const char* name, const char* meaning) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  if (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0) return env[0] == '1';
+  log::get("cl")->warn("{}='{}' ignored: {}", name, env, meaning);
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ---- configurations ---------------------------------------------------------------------------------------
@@ -309,23 +318,13 @@ TuningOverrides overrides_from_environment() {
     else
       log::get("engine")->warn("ignoring SDT_WINOGRAD_F16='{}': expected 4,call, 2,load, 2,call or 4,load", env);
   }
-  if (const char* env = std::getenv("SDT_FUSED_SPLITK");
-      env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
-    o.fused_splitk = env[0] == '1';
-  else if (env && *env)
-    log::get("cl")->warn("SDT_FUSED_SPLITK='{}' ignored: 0 sums split K in a reduce launch, 1 in the product's kernel",
-                         env);
+  o.fused_splitk = flag_from_env("SDT_FUSED_SPLITK", "0 sums split K in a reduce launch, 1 in the product's kernel");
   o.ln_fold_rows = count_from_env("SDT_LN_FOLD_ROWS", 1L << 30, "a row count (0: no layer norm folded)");
   o.batched_big_groups_per_unit =
       count_from_env("SDT_BATCHED_BIG", 1L << 20, "work-groups per compute unit (0: never)");
-  if (const char* env = std::getenv("SDT_TC_GATHER_NORM");
-      env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0))
-    o.tc_gather_norm = env[0] == '1';
-  else if (env && *env)
-    log::get("cl")->warn(
-        "SDT_TC_GATHER_NORM='{}' ignored: 0 normalises a convolution's input in a launch of its own, "
-        "1 in the tensor-core kernel's gather",
-        env);
+  o.tc_gather_norm = flag_from_env("SDT_TC_GATHER_NORM",
+                                   "0 normalises a convolution's input in a launch of its own, 1 in the "
+                                   "tensor-core kernel's gather");
   return o;
 }
 
