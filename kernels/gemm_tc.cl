@@ -23,7 +23,7 @@
 // both operand tiles sit in local memory as [row][k] fp16 pairs (one 32-bit word = k, k + 1), rows padded to
 // 20 words so the fragment loads (8 rows x 4 consecutive words per instruction) hit 32 different banks. The
 // next K tile is loaded from global memory into registers while the current one is multiplied. Convolutions
-// (mode 2) gather their im2col tile through a per-tile table of (channel offset, ky, kx) per k, so no element
+// (mode 2) gather their im2col tile through a per-tile table of (channel offset, ky, kx) per k pair, so no element
 // divides by the kernel size.
 // Bounds are checked everywhere (any M, N, K); rows and k beyond the matrix are zeros in both operands.
 //
@@ -147,6 +147,39 @@ inline void store_output(float v, int m, int n, int M, __global const BIAS_T* re
   C[idx] = v;
 }
 
+// store_output for the lane's two neighbouring outputs of an mma tile: (m, n) and the next along C's contiguous
+// axis (mode 0: (m, n + 1); convolutions: (m + 1, n)), sums v.x and v.y. With `vec` (their pair starts on 8 bytes
+// wherever it starts in C: mode 0 with even c_off and ldc, convolutions with even M) one 8-byte load of the residual
+// and one store instead of two: a warp's stores then fill whole 32-byte sectors (8 rows of 4 lanes × 8 bytes)
+// rather than half of each twice. The neighbour beyond the matrix is left alone. One apply_act per output, as
+// before: this is unrolled for every pair a work-item holds.
+inline void store_output2(float2 v, int m, int n, int M, int N, __global const BIAS_T* restrict bias, int act,
+                          __global const float* restrict residual, __global float* restrict C, int c_off, int ldc,
+                          bool vec) {
+  const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
+  const bool second = A_MODE == 0 ? n + 1 < N : m + 1 < M;
+  if (bias) {
+#if A_MODE == 0
+    v.x += LOAD_BIAS(bias, n);
+    if (second) v.y += LOAD_BIAS(bias, n + 1);
+#else
+    v += LOAD_BIAS(bias, n);
+#endif
+  }
+  v.x = apply_act(v.x, act);
+  v.y = apply_act(v.y, act);
+  if (vec && second) {
+    if (residual) v += *(__global const float2*)(residual + idx);
+    *(__global float2*)(C + idx) = v;
+    return;
+  }
+  if (residual) v.x += residual[idx];
+  C[idx] = v.x;
+  if (!second) return;
+  if (residual) v.y += residual[idx + 1];
+  C[idx + 1] = v.y;
+}
+
 #if !SDT_PTX
 // MMA_16x8x16's sums from local memory: XA/XB rows ra, ra + 8 and cols cb, cb + 1, halves ks*16 .. ks*16 + 15.
 inline void mma_emulated(float* d, __local const uint* XA, __local const uint* XB, int ra, int cb, int ks) {
@@ -268,9 +301,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   if (ln_gamma) layer_norm_rows(A + a_off, lda, M, K, m0, tid, ln_eps, ln_rows, (__local float*)p_tile);
 #else
 #define P_STEP (NTHREADS / TP)        // work-items per pixel
-#define P_PAIRS (16 / P_STEP)         // k pairs per work-item
+#define P_PAIRS (16 / P_STEP)         // k pairs per work-item: consecutive ones, stored with one 16-byte store per 4
   float2 preg[P_PAIRS];
-  const int p_row = tid % TP, p_pair0 = tid / TP;
+  const int p_row = tid % TP, p_pair0 = (tid / TP) * P_PAIRS;
   const int m_p = m0 + p_row;
   const bool m_ok = m_p < M;
 #if A_MODE == 2
@@ -290,13 +323,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int kx = 0; kx < CONV_KS; ++kx)
         if ((uint)(iy0 + ky) < (uint)in_h && (uint)(ix0 + kx) < (uint)in_w) taps |= 1u << (ky * CONV_KS + kx);
   }
-  // Per k of the current tile, written by the first TC_TK work-items once per tile: (koff, -, -, tap bit), or
-  // with upsampling (c * in_h * in_w, ky, kx, -); k beyond k_stop gets bit 31 (never set) and taps far outside
-  // the map. The gather then costs one broadcast local read, a bit test and an add per element instead of
-  // divisions by 9 and 3.
-  __local int4 Ktab[TC_TK];
+  // Per k pair (k, k + 1) of the current tile, written by the first TC_TK / 2 work-items once per tile: (koff,
+  // tap bit) of k and of k + 1, or with upsampling (c * in_h * in_w, ky << 16 | kx) of each; k beyond k_stop gets
+  // bit 31 (never set; the upsampling gather tests k itself). The gather then costs one broadcast local read per
+  // pair (a work-item's pairs are consecutive k), a bit test and an add per element instead of divisions by 9 and 3.
+  __local int4 Ktab[TC_TK / 2];
 #if GATHER_NORM
-  __local float2 Knorm[TC_TK];  // (scale, shift) of each k's channel
+  __local float4 Knorm[TC_TK / 2];  // (scale, shift) of k's channel and of k + 1's
 #endif
 #endif
 #endif
@@ -321,18 +354,24 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     if (s + (A_MODE == 2) > 0) {  // mode 2 also writes the first im2col table at s = 0
       barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the previous tile (and its im2col table)
 #if A_MODE == 2
-      if (tid < TC_TK && s < tiles) {
-        const int k = k_begin + s * TC_TK + tid;
-        const int c = k / (CONV_KS * CONV_KS), r = k - c * (CONV_KS * CONV_KS);
-        const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
-        if (k >= k_stop)
-          Ktab[tid] = (int4)(0, -(1 << 28), 0, 31);
-        else if (upsample)
-          Ktab[tid] = (int4)(c * in_h * in_w, ky, kx, 31);
-        else
-          Ktab[tid] = (int4)((c * in_h + ky) * in_w + kx, 0, 0, r);
+      if (tid < TC_TK / 2 && s < tiles) {
+        int entry[4];
 #if GATHER_NORM
-        if (norm_mode) Knorm[tid] = k < k_stop ? vload2(c, norm) : (float2)(0.0f);
+        float2 affine[2];
+#endif
+        for (int e = 0; e < 2; ++e) {
+          const int k = k_begin + s * TC_TK + 2 * tid + e;
+          const int c = k / (CONV_KS * CONV_KS), r = k - c * (CONV_KS * CONV_KS);
+          const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
+          entry[2 * e] = k >= k_stop ? 0 : upsample ? c * in_h * in_w : (c * in_h + ky) * in_w + kx;
+          entry[2 * e + 1] = k >= k_stop ? 31 : upsample ? (ky << 16) | kx : r;
+#if GATHER_NORM
+          affine[e] = norm_mode && k < k_stop ? vload2(c, norm) : (float2)(0.0f);
+#endif
+        }
+        Ktab[tid] = (int4)(entry[0], entry[1], entry[2], entry[3]);
+#if GATHER_NORM
+        Knorm[tid] = (float4)(affine[0], affine[1]);
 #endif
       }
       if (s > 0) {
@@ -369,8 +408,18 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }
 #else
+      // A warp's work-items hold consecutive pixels (rows of the tile, LDW words apart) at the same k: one word
+      // each would put 4 of them on every bank (LDW = 20); 16 bytes each, 8 rows at a time, meet no conflict.
+#if P_PAIRS % 4 == 0
       UNROLL_FOR_PTX
-      for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i * P_STEP] = pack_half2(preg[i].x, preg[i].y);
+      for (int i = 0; i < P_PAIRS; i += 4)
+        *(__local uint4*)&Ps[p_row * LDW + p_pair0 + i] =
+            (uint4)(pack_half2(preg[i].x, preg[i].y), pack_half2(preg[i + 1].x, preg[i + 1].y),
+                    pack_half2(preg[i + 2].x, preg[i + 2].y), pack_half2(preg[i + 3].x, preg[i + 3].y));
+#else
+      UNROLL_FOR_PTX
+      for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i] = pack_half2(preg[i].x, preg[i].y);
+#endif
 #endif
 #if A_MODE == 2
       }  // s > 0: at s = 0 only the first table is written
@@ -425,37 +474,42 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #else
       UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; ++i) {
-        const int k = k0 + 2 * (p_pair0 + i * P_STEP);
+        const int k = k0 + 2 * (p_pair0 + i);
         float v[2] = {0.0f, 0.0f};
 #if A_MODE == 1
         if (m_ok && k < k_stop) v[0] = A[k * M + m_p];
         if (m_ok && k + 1 < k_stop) v[1] = A[(k + 1) * M + m_p];
 #else
         // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
+        const int4 pair = Ktab[p_pair0 + i];
+#if GATHER_NORM
+        const float4 pair_norm = Knorm[p_pair0 + i];
+#endif
         for (int e = 0; e < 2; ++e) {
-          const int4 tap = Ktab[k - k0 + e];
+          const int koff = e ? pair.z : pair.x, tap = e ? pair.w : pair.y;
 #if GATHER_NORM
           bool inside;
           if (!upsample) {
-            inside = (taps >> tap.w) & 1u;
-            if (inside) v[e] = A[tap.x + pbase];
+            inside = (taps >> tap) & 1u;
+            if (inside) v[e] = A[koff + pbase];
           } else {
-            const int iy = iy0 + tap.y, ix = ix0 + tap.z;
-            inside = (uint)iy < virt_h && (uint)ix < virt_w;
-            if (inside) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
+            const int iy = iy0 + (tap >> 16), ix = ix0 + (tap & 0xffff);
+            inside = k + e < k_stop && (uint)iy < virt_h && (uint)ix < virt_w;
+            if (inside) v[e] = A[koff + (iy >> upsample) * in_w + (ix >> upsample)];
           }
           if (norm_mode && inside) {  // the padding stays zero
-            const float2 a = Knorm[k - k0 + e];
+            const float2 a = e ? pair_norm.zw : pair_norm.xy;
             const float y = fma(v[e], a.x, a.y);
             v[e] = norm_mode == 2 ? y * native_recip(1.0f + native_exp(-y)) : y;
           }
 #else
           if (!upsample) {
-            if ((taps >> tap.w) & 1u) v[e] = A[tap.x + pbase];
+            if ((taps >> tap) & 1u) v[e] = A[koff + pbase];
             continue;
           }
-          const int iy = iy0 + tap.y, ix = ix0 + tap.z;
-          if ((uint)iy < virt_h && (uint)ix < virt_w) v[e] = A[tap.x + (iy >> upsample) * in_w + (ix >> upsample)];
+          const int iy = iy0 + (tap >> 16), ix = ix0 + (tap & 0xffff);
+          if (k + e < k_stop && (uint)iy < virt_h && (uint)ix < virt_w)
+            v[e] = A[koff + (iy >> upsample) * in_w + (ix >> upsample)];
 #endif
         }
 #endif
@@ -512,27 +566,40 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     }
   }
 
-  // ---- epilogue: the lane's outputs are rows r (+8) and cols c, c + 1 of each mma tile.
+  // ---- epilogue: the lane's outputs are rows r (+8) and cols c, c + 1 of each mma tile; cols c and c + 1 are
+  // neighbours in memory, stored as one pair where it is aligned (c is even).
   const int row0 = (A_MODE == 0 ? m0 : n0) + wa0, col0 = (A_MODE == 0 ? n0 : m0) + wb0;
+  const int col_end = A_MODE == 0 ? N : M;     // the partial sums' rows are col_end long
+  const bool vec_partial = (col_end & 1) == 0;
+  const bool vec_out = A_MODE == 0 ? ((c_off | ldc) & 1) == 0 : (M & 1) == 0;
   UNROLL_FOR_PTX
   for (int i = 0; i < MT; ++i) {
     UNROLL_FOR_PTX
     for (int j = 0; j < NT8; ++j) {
       UNROLL_FOR_PTX
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < 4; e += 2) {
         const int r = row0 + 16 * i + g + (e >> 1) * 8;
-        const int c = col0 + 8 * j + 2 * t + (e & 1);
+        const int c = col0 + 8 * j + 2 * t;
 #if A_MODE == 0
         const int m = r, n = c;
 #else
         const int n = r, m = c;
 #endif
         if (m >= M || n >= N) continue;
+        const float2 v = (float2)(acc[i][j][e], acc[i][j][e + 1]);
         if (partial) {  // split-K: raw sums in C's layout without offset or stride
-          partial[split * (M * N) + (A_MODE == 0 ? m * N + n : n * M + m)] = acc[i][j][e];
+          __global float* p = partial + split * (M * N) + (A_MODE == 0 ? m * N + n : n * M + m);
+          if (c + 1 >= col_end) {
+            p[0] = v.x;
+          } else if (vec_partial) {
+            *(__global float2*)p = v;
+          } else {
+            p[0] = v.x;
+            p[1] = v.y;
+          }
           continue;
         }
-        store_output(acc[i][j][e], m, n, M, bias, act, residual, C, c_off, ldc);
+        store_output2(v, m, n, M, N, bias, act, residual, C, c_off, ldc, vec_out);
       }
     }
   }
@@ -552,7 +619,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // for the memory once per slice, not once per element.
   __global volatile const float* sums = partial;
   const int rows0 = A_MODE == 0 ? m0 : n0, cols0 = A_MODE == 0 ? n0 : m0;
-  const int row_end = A_MODE == 0 ? M : N, col_end = A_MODE == 0 ? N : M;  // partial rows are col_end long
+  const int row_end = A_MODE == 0 ? M : N;  // partial rows are col_end long
   const int vec = col_end % 4 == 0;
   // At most 8 chunks (64 registers of sums and loads) per pass, a divisor of the work-item's chunks (20 on the
   // 160×64 tiles: 5 a pass): the whole tile's at once would raise the kernel's register count for its main loop too.
