@@ -216,9 +216,13 @@ TEST(ConvFusion, ActivationAfterTheResidualOnBothKernelPaths) {
         EXPECT_TRUE(tc) << t.kernel << " launched besides gemm.cl's product";
         ++activations;
       }
-      if (tc) EXPECT_EQ(activations, 1) << "the tensor-core path's activation pass";
+      if (tc) {
+        EXPECT_EQ(activations, 1) << "the tensor-core path's activation pass";
+      }
       ctx.set_recording(false);
-      if (!tc) EXPECT_EQ(y.buffer.get(), poisoned);  // (the tensor-core path's result is the activation's)
+      if (!tc) {
+        EXPECT_EQ(y.buffer.get(), poisoned);  // (the tensor-core path's result is the activation's)
+      }
       char label[120];
       std::snprintf(label, sizeof label, "relu(conv + skip) %s %dx%dx%d->%d k%d", tc ? "gemm_tc" : "gemm.cl", s.C, s.H,
                     s.W, s.O, s.k);

@@ -249,6 +249,7 @@ const TcConfig kSmall{64, 64, 2, 2};
 const TcConfig kConv160{160, 64, 2, 2};  // NVIDIA's convolution tile: 80 rows (5 mma tiles) per warp
 const TcConfig kNarrow{16, 64, 1, 2};    // NVIDIA's tile for 3-channel images: one mma tile of rows per warp
 const TcConfig kWide{256, 64, 4, 2};     // NVIDIA's tile for the VAE's wide convolutions: 8 warps, 64 rows each
+const TcConfig kFewRows{80, 64, 1, 2};   // NVIDIA's tile for the text encoder's 77 rows: one warp of 5 mma tiles
 
 }  // namespace
 
@@ -319,7 +320,7 @@ TEST(TensorCores, ConvolutionsMatchFp16ReferenceAtSdTurboShapes) {
 
 TEST(TensorCores, MatchFp16ReferenceAtOddShapesInEveryTileConfiguration) {
   REQUIRE_TENSOR_CORES();
-  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide}) {
+  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide, kFewRows}) {
     PathScope ptx(TensorCores::Ptx, config);
     SCOPED_TRACE(config.defines());
     check_linear({"odd", 13, 127, 37}, 520);
@@ -364,7 +365,7 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
         nn::detail::TensorCoreFeatures{probed.ldmatrix, true}, probed}) {
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) { o.tensor_core_features = f; });
     SCOPED_TRACE("ldmatrix " + std::to_string(f.ldmatrix) + ", fused " + std::to_string(f.fused_splitk));
-    for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide}) {
+    for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide, kFewRows}) {
       PathScope ptx(TensorCores::Ptx, config);
       check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 550);
       check_linear({"odd", 13, 127, 37}, 551);
@@ -499,6 +500,18 @@ TEST(TensorCoreTiles, EmulatedWideTileMatchesFp16Reference) {
   check_conv("wide-split", conv(40, 6, 7, 256, 3, 1, 1), 622, true);
 }
 
+TEST(TensorCoreTiles, EmulatedFewRowsTileMatchesFp16Reference) {
+  // 80 rows of one warp along them (64 work-items): the text encoder's 77 tokens in one row tile, rows that fill it,
+  // a second row tile, split K, and a convolution on it (80 output channels).
+  PathScope emulated(TensorCores::Emulated, kFewRows);
+  check_linear({"77-rows", 77, 96, 136, true, Act::GELU, true}, 623);
+  check_linear({"80-rows-odd", 80, 37, 70}, 624);
+  check_linear({"81-rows", 81, 64, 64, true, Act::None, true}, 625);
+  check_conv("80-channels", conv(24, 9, 8, 80, 3, 1, 1), 626, true);
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+  check_linear({"77-rows-split", 77, 300, 130, true, Act::SiLU, true}, 627);
+}
+
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {
   PathScope emulated(TensorCores::Emulated, kSmall);
   for (int splits : {3, 40}) {
@@ -532,6 +545,7 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   EXPECT_FALSE((TcConfig{16, 128, 2, 4}.valid()));   // 8 rows per warp: less than one mma tile
   auto& ctx = test::kernel_context();
   EXPECT_TRUE(kConv160.valid());
+  EXPECT_TRUE(kFewRows.valid());
   EXPECT_TRUE(kNarrow.valid());
   EXPECT_TRUE(kWide.valid());
   // k×k convolutions take the row's convolution tile where its rows divide the channels, else 128×128 tiles unless
