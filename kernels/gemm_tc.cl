@@ -133,27 +133,16 @@
 // The activation codes and apply_act, BIAS_T / LOAD_BIAS, pack_half2 (activations to fp16 pairs), the mma.sync
 // macro MMA_16x8x16 and ldmatrix (LDSM_X4) come from the prelude, kernels/common.cl.
 
-// The epilogue of output (m, n) with sum v: + bias[n], activation, + residual, into C (mode 0: C[m, n] at c_off
-// with row stride ldc; convolutions: C[n, m] of the [N, M] output). No ACT_AFTER_RESIDUAL here: this is unrolled
-// for each of a work-item's outputs, and common.cl's epilogue() in its place (two copies of apply_act) made every
-// product on the H200 slower (UNet 13.5 -> 14.3 ms, VAE 20.95 -> 24.6) for 0.04 ms saved in TAESD (2026-12-05
-// call 2); TAESD's act(conv + skip) keeps its activation pass on this path.
-inline void store_output(float v, int m, int n, int M, __global const BIAS_T* restrict bias, int act,
-                         __global const float* restrict residual, __global float* restrict C, int c_off, int ldc) {
-  const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
-  if (bias) v += LOAD_BIAS(bias, n);
-  v = apply_act(v, act);
-  if (residual) v += residual[idx];
-  C[idx] = v;
-}
-
-// store_output for the lane's two neighbouring outputs of an mma tile: (m, n) and the next along C's contiguous
-// axis (mode 0: (m, n + 1); convolutions: (m + 1, n)), sums v.x and v.y. With `vec` (their pair starts on 8 bytes
-// wherever it starts in C: mode 0 with even c_off and ldc, convolutions with even M) one 8-byte load of the residual
-// and one store instead of two: a warp's stores then fill whole 32-byte sectors (8 rows of 4 lanes × 8 bytes)
-// rather than half of each twice. The neighbour beyond the matrix is left alone. One apply_act per output, as
-// before: this is unrolled for every pair a work-item holds.
-inline void store_output2(float2 v, int m, int n, int M, int N, __global const BIAS_T* restrict bias, int act,
+// The epilogue of output (m, n) and of its neighbour along C's contiguous axis (mode 0: (m, n + 1); convolutions:
+// (m + 1, n)), sums v.x and v.y: + bias[n], activation, + residual, into C (mode 0: C[m, n] at c_off with row
+// stride ldc; convolutions: C[n, m] of the [N, M] output). (m, n) is even along that axis; with `vec` (the pair
+// starts on 8 bytes: mode 0 with even c_off and ldc, convolutions with even M) one 8-byte load of the residual and
+// one store instead of two, so a warp's stores fill whole 32-byte sectors (8 rows of 4 lanes × 8 bytes) rather than
+// half of each twice. The neighbour beyond the matrix is left alone. One apply_act per output: this is unrolled
+// for every pair a work-item holds, and common.cl's epilogue() in its place (ACT_AFTER_RESIDUAL, two copies of
+// apply_act) made every product on the H200 slower (UNet 13.5 -> 14.3 ms, VAE 20.95 -> 24.6) for 0.04 ms saved in
+// TAESD (2026-12-05 call 2); TAESD's act(conv + skip) keeps its activation pass on this path.
+inline void store_output_pair(float2 v, int m, int n, int M, int N, __global const BIAS_T* restrict bias, int act,
                           __global const float* restrict residual, __global float* restrict C, int c_off, int ldc,
                           bool vec) {
   const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
@@ -599,7 +588,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           }
           continue;
         }
-        store_output2(v, m, n, M, N, bias, act, residual, C, c_off, ldc, vec_out);
+        store_output_pair(v, m, n, M, N, bias, act, residual, C, c_off, ldc, vec_out);
       }
     }
   }
@@ -646,14 +635,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       const int id = tid + (c0 + c) * NTHREADS;
       const int r = rows0 + id / (TC_TN / 4), col = cols0 + (id % (TC_TN / 4)) * 4;
       if (r >= row_end) continue;
-      const float v4[4] = {total[c].s0, total[c].s1, total[c].s2, total[c].s3};
-      for (int e = 0; e < 4 && col + e < col_end; ++e) {
+      for (int e = 0; e < 4 && col + e < col_end; e += 2) {  // the chunk's two pairs
 #if A_MODE == 0
         const int m = r, n = col + e;
 #else
         const int n = r, m = col + e;
 #endif
-        store_output(v4[e], m, n, M, bias, act, residual, C, c_off, ldc);
+        store_output_pair(e ? total[c].hi : total[c].lo, m, n, M, N, bias, act, residual, C, c_off, ldc, vec_out);
       }
     }
   }
