@@ -312,13 +312,28 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int kx = 0; kx < CONV_KS; ++kx)
         if ((uint)(iy0 + ky) < (uint)in_h && (uint)(ix0 + kx) < (uint)in_w) taps |= 1u << (ky * CONV_KS + kx);
   }
-  // Per k pair (k, k + 1) of the current tile, written by the first TC_TK / 2 work-items once per tile: (koff,
-  // tap bit) of k and of k + 1, or with upsampling (c * in_h * in_w, ky << 16 | kx) of each; k beyond k_stop gets
-  // bit 31 (never set; the upsampling gather tests k itself). The gather then costs one broadcast local read per
-  // pair (a work-item's pairs are consecutive k), a bit test and an add per element instead of divisions by 9 and 3.
+  // The im2col table of the current tile, written once per tile, so that the gather costs a broadcast local read,
+  // a bit test and an add per element instead of divisions by 9 and 3. With KTAB_PAIRS one entry per k pair
+  // (k, k + 1), written by the first TC_TK / 2 work-items: (koff, tap bit) of k and of k + 1, or with upsampling
+  // (c * in_h * in_w, ky << 16 | kx) of each; k beyond k_stop gets bit 31 (never set; the upsampling gather tests k
+  // itself); a work-item's pairs are consecutive k, one read each. Otherwise one entry per k, by the first TC_TK:
+  // (koff, -, -, tap bit), or with upsampling (c * in_h * in_w, ky, kx, -); k beyond k_stop gets bit 31 and taps far
+  // outside the map.
+  // Why both: NVIDIA's compiler gives the pair table's gather 32 more registers at 256 work-items (128 -> 156 on the
+  // 256x64 tile, 128 -> 160 on 128x128 of 8 warps), one work-group an SM instead of two, and the VAE's
+  // convolutions ran 15-26 % slower; at 128 work-items it cost none (the 160x64 tile: 162 either way) and the
+  // UNet's and TAESD's convolutions ran 8-26 % faster than with the table per k (kernel bench, H100, 2026-12-05).
+#define KTAB_PAIRS (NTHREADS <= 128)
+#if KTAB_PAIRS
   __local int4 Ktab[TC_TK / 2];
 #if GATHER_NORM
   __local float4 Knorm[TC_TK / 2];  // (scale, shift) of k's channel and of k + 1's
+#endif
+#else
+  __local int4 Ktab[TC_TK];
+#if GATHER_NORM
+  __local float2 Knorm[TC_TK];  // (scale, shift) of each k's channel
+#endif
 #endif
 #endif
 #endif
@@ -343,6 +358,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     if (s + (A_MODE == 2) > 0) {  // mode 2 also writes the first im2col table at s = 0
       barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the previous tile (and its im2col table)
 #if A_MODE == 2
+#if KTAB_PAIRS
       if (tid < TC_TK / 2 && s < tiles) {
         int entry[4];
 #if GATHER_NORM
@@ -363,6 +379,22 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         Knorm[tid] = (float4)(affine[0], affine[1]);
 #endif
       }
+#else
+      if (tid < TC_TK && s < tiles) {
+        const int k = k_begin + s * TC_TK + tid;
+        const int c = k / (CONV_KS * CONV_KS), r = k - c * (CONV_KS * CONV_KS);
+        const int ky = r / CONV_KS, kx = r - ky * CONV_KS;
+        if (k >= k_stop)
+          Ktab[tid] = (int4)(0, -(1 << 28), 0, 31);
+        else if (upsample)
+          Ktab[tid] = (int4)(c * in_h * in_w, ky, kx, 31);
+        else
+          Ktab[tid] = (int4)((c * in_h + ky) * in_w + kx, 0, 0, r);
+#if GATHER_NORM
+        if (norm_mode) Knorm[tid] = k < k_stop ? vload2(c, norm) : (float2)(0.0f);
+#endif
+      }
+#endif
       if (s > 0) {
 #endif
       UNROLL_FOR_PTX
@@ -470,24 +502,38 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         if (m_ok && k + 1 < k_stop) v[1] = A[(k + 1) * M + m_p];
 #else
         // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
+#if KTAB_PAIRS
         const int4 pair = Ktab[p_pair0 + i];
 #if GATHER_NORM
         const float4 pair_norm = Knorm[p_pair0 + i];
 #endif
+#endif
         for (int e = 0; e < 2; ++e) {
+#if KTAB_PAIRS
           const int koff = e ? pair.z : pair.x, tap = e ? pair.w : pair.y;
+          const int tap_y = tap >> 16, tap_x = tap & 0xffff;
+          const bool k_in = k + e < k_stop;
+#else
+          const int4 entry = Ktab[k - k0 + e];
+          const int koff = entry.x, tap = entry.w, tap_y = entry.y, tap_x = entry.z;
+          const bool k_in = true;  // beyond k_stop the taps lie far outside the map
+#endif
 #if GATHER_NORM
           bool inside;
           if (!upsample) {
             inside = (taps >> tap) & 1u;
             if (inside) v[e] = A[koff + pbase];
           } else {
-            const int iy = iy0 + (tap >> 16), ix = ix0 + (tap & 0xffff);
-            inside = k + e < k_stop && (uint)iy < virt_h && (uint)ix < virt_w;
+            const int iy = iy0 + tap_y, ix = ix0 + tap_x;
+            inside = k_in && (uint)iy < virt_h && (uint)ix < virt_w;
             if (inside) v[e] = A[koff + (iy >> upsample) * in_w + (ix >> upsample)];
           }
           if (norm_mode && inside) {  // the padding stays zero
+#if KTAB_PAIRS
             const float2 a = e ? pair_norm.zw : pair_norm.xy;
+#else
+            const float2 a = Knorm[k - k0 + e];
+#endif
             const float y = fma(v[e], a.x, a.y);
             v[e] = norm_mode == 2 ? y * native_recip(1.0f + native_exp(-y)) : y;
           }
@@ -496,8 +542,8 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
             if ((taps >> tap) & 1u) v[e] = A[koff + pbase];
             continue;
           }
-          const int iy = iy0 + (tap >> 16), ix = ix0 + (tap & 0xffff);
-          if (k + e < k_stop && (uint)iy < virt_h && (uint)ix < virt_w)
+          const int iy = iy0 + tap_y, ix = ix0 + tap_x;
+          if (k_in && (uint)iy < virt_h && (uint)ix < virt_w)
             v[e] = A[koff + (iy >> upsample) * in_w + (ix >> upsample)];
 #endif
         }
