@@ -249,7 +249,8 @@ const TcConfig kSmall{64, 64, 2, 2};
 const TcConfig kConv160{160, 64, 2, 2};  // NVIDIA's convolution tile: 80 rows (5 mma tiles) per warp
 const TcConfig kNarrow{16, 64, 1, 2};    // NVIDIA's tile for 3-channel images: one mma tile of rows per warp
 const TcConfig kWide{256, 64, 4, 2};     // NVIDIA's tile for the VAE's wide convolutions: 8 warps, 64 rows each
-const TcConfig kFewRows{80, 64, 1, 2};   // for 77 text tokens (no row takes it yet): 1 warp of 5 mma tiles
+const TcConfig kFewRows{80, 64, 1, 2};   // 1 warp of 5 mma tiles (one tile for 77 rows; measured slower for the
+                                         // text encoder, so no row takes it: PERFORMANCE.md, 2026-12-05 evening)
 
 }  // namespace
 
