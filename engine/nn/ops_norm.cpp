@@ -15,6 +15,7 @@ constexpr int kNormThreads = 256;
 // A chunk of a group is reduced by one work-group; about this many elements per work-item keep launches
 // meaningful, and at most kMaxChunks chunks per group keep the merge short.
 constexpr std::int64_t kElementsPerItem = 16;
+constexpr int kMinRowThreads = 64;       // a layer norm row's fewest work-items (AMD's wave64, two NVIDIA warps)
 constexpr std::int64_t kMaxChunks = 64;  // also norm.cl's GROUP_NORM_MAX_CHUNKS (its fused merge's local copy)
 
 // A reduction kernel of kernels/norm.cl with its work-group size (NORM_LS): 256, or the largest power of two
@@ -138,12 +139,15 @@ Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& aff
   detail::require_activation(op, "affine", affine, 2);
   const std::int64_t C = x.dim(0), S = x.numel() / C;
   Tensor out = empty(ctx, x.shape);
-  cl_kernel kernel = ctx.kernel("norm", "channel_affine_apply",
+  // Four values a work-item where every channel's row starts on 16 bytes (S a multiple of 4), else one.
+  const bool by4 = S % 4 == 0;
+  const std::size_t items = static_cast<std::size_t>(by4 ? S / 4 : S);
+  cl_kernel kernel = ctx.kernel("norm", by4 ? "channel_affine_apply4" : "channel_affine_apply",
                                 " -DGAMMA_HALF=0 -DBETA_HALF=0");  // the program the fp32 norm gains build
-  const std::size_t local = detail::fit_local(
-      ctx, kernel, std::min<std::size_t>(kNormThreads, cl::round_up(static_cast<std::size_t>(S), 32)));
-  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(S), local), static_cast<std::size_t>(C)),
-             cl::Range(local, 1), x.buffer, affine.buffer, static_cast<int>(S), silu ? 1 : 0, out.buffer);
+  const std::size_t local =
+      detail::fit_local(ctx, kernel, std::min<std::size_t>(kNormThreads, cl::round_up(items, 32)));
+  ctx.launch(kernel, cl::Range(cl::round_up(items, local), static_cast<std::size_t>(C)), cl::Range(local, 1), x.buffer,
+             affine.buffer, static_cast<int>(S), silu ? 1 : 0, out.buffer);
   return out;
 }
 
@@ -158,6 +162,11 @@ Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
   Tensor out = empty(ctx, x.shape);
   int threads = 0;
   cl_kernel kernel = reduction_kernel(ctx, "layer_norm", affine_options(gamma, beta), threads);
+  // A work-item per four values of the row, 64 to NORM_LS (the kernel takes its local size at run time): the UNet's
+  // 320- and 640-wide rows leave most of 256 work-items idle in the reductions.
+  int per_row = kMinRowThreads;
+  while (per_row * 2 <= threads && per_row * 2 * 4 <= C) per_row *= 2;
+  threads = std::min(threads, per_row);
   ctx.launch(kernel, cl::Range(static_cast<std::size_t>(x.dim(0)) * threads),
              cl::Range(static_cast<std::size_t>(threads)), x.buffer, gamma.buffer, beta.buffer, static_cast<int>(C),
              eps, out.buffer);

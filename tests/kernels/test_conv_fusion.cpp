@@ -249,24 +249,43 @@ TEST(ConvFusion, ActivationAfterTheResidualOnBothKernelPaths) {
 }
 
 TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {
+  // Maps whose channel rows are a multiple of 4 values take the 4-wide kernel (16-byte accesses), others the
+  // one-value kernel: both against the reference, and each checked to be the one that ran.
   auto& ctx = test::kernel_context();
-  const int C = 96, H = 13, W = 11, groups = 32;
-  const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60, -2.0f, 3.0f);
-  const auto gamma = test::random_floats(C, 61, 0.5f, 1.5f), beta = test::random_floats(C, 62, -0.5f, 0.5f);
-  const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
-  const nn::Tensor g = nn::upload_weight(ctx, gamma, {C}, DType::F32),
-                   b = nn::upload_weight(ctx, beta, {C}, DType::F32);
-  const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, groups, 1e-5f);
-  for (bool silu : {false, true}) {
-    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-    const nn::Tensor y = nn::apply_channel_affine(ctx, x, affine, silu);
-    EXPECT_EQ(y.buffer.get(), poisoned);
-    test::expect_close(ctx, y, ref::group_norm(x_host, gamma, beta, C, H * W, groups, 1e-5, silu), kRtol,
-                       silu ? "channel affine + silu" : "channel affine");
+  struct Shape {
+    int C, H, W;
+    const char* kernel;
+  };
+  for (const Shape sh : {Shape{96, 13, 11, "channel_affine_apply"}, Shape{96, 16, 12, "channel_affine_apply4"},
+                         Shape{40, 1, 4, "channel_affine_apply4"}, Shape{40, 2, 3, "channel_affine_apply"}}) {
+    const int C = sh.C, H = sh.H, W = sh.W, groups = C == 96 ? 32 : 8;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60 + H, -2.0f, 3.0f);
+    const auto gamma = test::random_floats(C, 61, 0.5f, 1.5f), beta = test::random_floats(C, 62, -0.5f, 0.5f);
+    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+    const nn::Tensor g = nn::upload_weight(ctx, gamma, {C}, DType::F32),
+                     b = nn::upload_weight(ctx, beta, {C}, DType::F32);
+    const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, groups, 1e-5f);
+    for (bool silu : {false, true}) {
+      const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+      ctx.set_recording(true);
+      ctx.collect_timings();
+      const nn::Tensor y = nn::apply_channel_affine(ctx, x, affine, silu);
+      std::vector<std::string> kernels;
+      for (const auto& t : ctx.collect_timings())
+        if (!t.mark) kernels.push_back(t.kernel);
+      ctx.set_recording(false);
+      EXPECT_EQ(kernels, std::vector<std::string>{sh.kernel}) << C << "x" << H << "x" << W;
+      EXPECT_EQ(y.buffer.get(), poisoned);
+      char label[96];
+      std::snprintf(label, sizeof label, "channel affine%s %dx%dx%d", silu ? " + silu" : "", C, H, W);
+      test::expect_close(ctx, y, ref::group_norm(x_host, gamma, beta, C, H * W, groups, 1e-5, silu), kRtol, label);
+    }
+    if (C != 96) continue;
+    const nn::Tensor g96 = nn::upload_weight(ctx, gamma, {C}, DType::F32);
+    test::expect_shape_error([&] { nn::apply_channel_affine(ctx, x, g96, false); }, "apply_channel_affine",
+                             {"[96, 2]", "[96]"});
+    test::expect_shape_error([&] { nn::group_norm_affine(ctx, x, g, b, 7, 1e-5f); }, "group_norm_affine", {"7 groups"});
   }
-  test::expect_shape_error([&] { nn::apply_channel_affine(ctx, x, g, false); }, "apply_channel_affine",
-                           {"[96, 2]", "[96]"});
-  test::expect_shape_error([&] { nn::group_norm_affine(ctx, x, g, b, 7, 1e-5f); }, "group_norm_affine", {"7 groups"});
 }
 
 TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {

@@ -98,7 +98,8 @@ TEST(GroupNorm, MatchesReferenceAtOddShapes) {
 TEST(LayerNorm, MatchesReferenceAtTextEncoderAndUNetShapes) {
   check_layer_norm("clip", 77, 1024, DType::F32, 240);
   check_layer_norm("clip-f16", 77, 1024, DType::F16, 241);
-  check_layer_norm("unet-320", 256, 320, DType::F32, 242);
+  check_layer_norm("unet-320", 256, 320, DType::F32, 242);   // 64 work-items a row
+  check_layer_norm("unet-640", 1024, 640, DType::F32, 244);  // 128
   check_layer_norm("unet-1280", 64, 1280, DType::F16, 243);
 }
 

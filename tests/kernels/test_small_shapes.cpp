@@ -248,15 +248,49 @@ TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
     test::expect_close(ctx, y, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, silu), kRtol,
                        silu ? "group_norm silu" : "group_norm");
   }
-  const int T = 5, C = 24;
-  const auto x_host = test::random_floats(static_cast<std::size_t>(T) * C, 63, -2.0f, 2.0f);
-  const auto gamma = test::make_weight(ctx, test::random_floats(C, 64, 0.5f, 1.5f), {C}, DType::F32);
-  const auto beta = test::make_weight(ctx, test::random_floats(C, 65), {C}, DType::F16);
-  const nn::Tensor x = nn::upload(ctx, x_host, {T, C});
-  const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-  const nn::Tensor y = nn::layer_norm(ctx, x, gamma.tensor, beta.tensor, 1e-5f);
-  EXPECT_EQ(y.buffer.get(), poisoned);
-  test::expect_close(ctx, y, ref::layer_norm(x_host, gamma.values, beta.values, T, C, 1e-5), kRtol, "layer_norm");
+  {
+    // Groups of 1600 values: the partials' loop of four loads in flight, then its one-at-a-time tail.
+    const int C = 4, H = 20, W = 40, groups = 2;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 66);
+    const auto gamma = test::make_weight(ctx, test::random_floats(C, 67, 0.5f, 1.5f), {C}, DType::F32);
+    const auto beta = test::make_weight(ctx, test::random_floats(C, 68), {C}, DType::F32);
+    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+    const nn::Tensor y = nn::group_norm(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f, true);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    test::expect_close(ctx, y, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, true), kRtol,
+                       "group_norm of 1600-value groups");
+    // Its per-channel affine form applied alone, 4 values a work-item (S = 800) and 1 (S = 15, the map above).
+    const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f);
+    const nn::Tensor applied = nn::apply_channel_affine(ctx, x, affine, true);
+    test::expect_close(ctx, applied, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, true),
+                       kRtol, "channel affine, 4 values a work-item");
+  }
+  {
+    const int C = 8, H = 5, W = 3;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60);
+    const auto gamma = test::random_floats(C, 61, 0.5f, 1.5f), beta = test::random_floats(C, 62);
+    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+    const nn::Tensor g = nn::upload_weight(ctx, gamma, {C}, DType::F32),
+                     b = nn::upload_weight(ctx, beta, {C}, DType::F32);
+    const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, 4, 1e-6f);
+    const nn::Tensor applied = nn::apply_channel_affine(ctx, x, affine, false);
+    test::expect_close(ctx, applied, ref::group_norm(x_host, gamma, beta, C, H * W, 4, 1e-6, false), kRtol,
+                       "channel affine, 1 value a work-item");
+  }
+  // Rows of 24 values on 64 work-items (most idle) and of 520 on 128.
+  for (const int C : {24, 520}) {
+    const int T = 5;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(T) * C, 63, -2.0f, 2.0f);
+    const auto gamma = test::make_weight(ctx, test::random_floats(C, 64, 0.5f, 1.5f), {C}, DType::F32);
+    const auto beta = test::make_weight(ctx, test::random_floats(C, 65), {C}, DType::F16);
+    const nn::Tensor x = nn::upload(ctx, x_host, {T, C});
+    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
+    const nn::Tensor y = nn::layer_norm(ctx, x, gamma.tensor, beta.tensor, 1e-5f);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    test::expect_close(ctx, y, ref::layer_norm(x_host, gamma.values, beta.values, T, C, 1e-5), kRtol,
+                       "layer_norm " + std::to_string(T) + "x" + std::to_string(C));
+  }
 }
 
 TEST(SmallShapes, ElementwiseAndLayoutOps) {
