@@ -35,6 +35,11 @@
 // reads its rows once more: the host folds only products of few rows (TensorCoreRow::ln_fold_rows). A run-time
 // choice: a second program of this kernel would cost a first start its compile time.
 //
+// fp16 activations (modes 1 and 2, A_HALF): a convolution whose input was normalised by a launch of its own
+// (norm.cl's channel_affine_apply*_half, rounding to nearest even as pack_half2 does) reads it as 16-bit patterns and
+// moves them into the tile untouched: the same tile bits as gathering the fp32 values and rounding them here, half
+// the bytes read, no conversion in the gather.
+//
 // Group norm in the gather (mode 2, norm_mode 1 or 2): each value read inside the map becomes
 // x * norm[2c] + norm[2c + 1] (group_norm_affine's per-channel form), then SiLU with norm_mode 2, as gemm.cl's
 // gather does; the padding stays zero. Each k's (scale, shift) sits beside its im2col table entry. The value is
@@ -80,6 +85,17 @@
 #endif
 #if GATHER_NORM && A_MODE != 2
 #error "the group norm is applied in the k×k convolution's gather only"
+#endif
+#ifndef A_HALF  // 1 (modes 1, 2): A holds fp16 values (raw 16-bit patterns), gathered into the tile as they are
+#define A_HALF 0
+#endif
+#if A_HALF && (A_MODE == 0 || GATHER_NORM)
+#error "fp16 activations are read by the convolutions' gathers only, and never normalised there"
+#endif
+#if A_HALF
+#define A_T ushort
+#else
+#define A_T float
 #endif
 #ifndef LDSM_MODE  // PTX only: fragments through ldmatrix; 1: local addresses as they are, 2: through cvta.to.shared
 #define LDSM_MODE 0
@@ -249,7 +265,7 @@ inline void layer_norm_rows(__global const float* restrict A, int lda, int M, in
 // Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
 // the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
-    const int M, const int N, const int K, __global const float* restrict A, __global const B_T* restrict B,
+    const int M, const int N, const int K, __global const A_T* restrict A, __global const B_T* restrict B,
     __global const BIAS_T* restrict bias, __global const float* restrict residual, __global float* restrict C,
     const int act, const int a_off, const int lda, const int b_off, const int ldb, const int c_off, const int ldc,
     const int in_h, const int in_w, const int out_w, const int stride, const int pad_top, const int pad_left,
@@ -291,7 +307,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #else
 #define P_STEP (NTHREADS / TP)        // work-items per pixel
 #define P_PAIRS (16 / P_STEP)         // k pairs per work-item: consecutive ones, stored with one 16-byte store per 4
+#if A_HALF
+  uint preg[P_PAIRS];  // fp16 pairs as they will sit in local memory
+#define PAIR_BITS(i) (preg[i])
+#else
   float2 preg[P_PAIRS];
+#define PAIR_BITS(i) pack_half2(preg[i].x, preg[i].y)
+#endif
   const int p_row = tid % TP, p_pair0 = (tid / TP) * P_PAIRS;
   const int m_p = m0 + p_row;
   const bool m_ok = m_p < M;
@@ -435,11 +457,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; i += 4)
         *(__local uint4*)&Ps[p_row * LDW + p_pair0 + i] =
-            (uint4)(pack_half2(preg[i].x, preg[i].y), pack_half2(preg[i + 1].x, preg[i + 1].y),
-                    pack_half2(preg[i + 2].x, preg[i + 2].y), pack_half2(preg[i + 3].x, preg[i + 3].y));
+            (uint4)(PAIR_BITS(i), PAIR_BITS(i + 1), PAIR_BITS(i + 2), PAIR_BITS(i + 3));
 #else
       UNROLL_FOR_PTX
-      for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i] = pack_half2(preg[i].x, preg[i].y);
+      for (int i = 0; i < P_PAIRS; ++i) Ps[p_row * LDW + p_pair0 + i] = PAIR_BITS(i);
 #endif
 #endif
 #if A_MODE == 2
@@ -496,7 +517,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; ++i) {
         const int k = k0 + 2 * (p_pair0 + i);
+#if A_HALF
+        uint v[2] = {0u, 0u};  // +0.0 in fp16 outside the map and beyond k_stop
+#else
         float v[2] = {0.0f, 0.0f};
+#endif
 #if A_MODE == 1
         if (m_ok && k < k_stop) v[0] = A[k * M + m_p];
         if (m_ok && k + 1 < k_stop) v[1] = A[(k + 1) * M + m_p];
@@ -548,7 +573,11 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #endif
         }
 #endif
+#if A_HALF
+        preg[i] = v[0] | (v[1] << 16);
+#else
         preg[i] = (float2)(v[0], v[1]);
+#endif
       }
 #endif
     }

@@ -194,6 +194,11 @@ __kernel void group_norm_affine(__global const float* restrict partials, const i
   affine[2 * c + 1] = fma(-stat.x, scale, LOAD_BETA(beta, c));
 }
 
+inline float affine_silu(const float x, const float scale, const float shift, const int silu) {
+  const float v = fma(x, scale, shift);
+  return silu ? v / (1.0f + exp(-v)) : v;
+}
+
 // y = x * affine[c].scale + affine[c].shift, then SiLU if silu.   x, y: [C, S]; affine: [C, 2].
 // global (round_up(S, ls), C).
 __kernel void channel_affine_apply(__global const float* restrict x, __global const float* restrict affine,
@@ -201,18 +206,12 @@ __kernel void channel_affine_apply(__global const float* restrict x, __global co
   const int s = get_global_id(0), c = get_global_id(1);
   if (s >= S) return;
   const int idx = c * S + s;
-  float v = fma(x[idx], affine[2 * c], affine[2 * c + 1]);
-  if (silu) v = v / (1.0f + exp(-v));
-  y[idx] = v;
+  y[idx] = affine_silu(x[idx], affine[2 * c], affine[2 * c + 1], silu);
 }
 
 // channel_affine_apply on four consecutive values a work-item (S a multiple of 4): 16-byte loads and stores keep
 // more bytes in flight than the one-value kernel, whose 4-byte accesses held the VAE's maps to about 58 % of the
 // H200's copy rate. The same arithmetic value by value, so the same bits.   global (round_up(S / 4, ls), C).
-inline float affine_silu(const float x, const float scale, const float shift, const int silu) {
-  const float v = fma(x, scale, shift);
-  return silu ? v / (1.0f + exp(-v)) : v;
-}
 __kernel void channel_affine_apply4(__global const float* restrict x, __global const float* restrict affine,
                                     const int S, const int silu, __global float* restrict y) {
   const int s4 = get_global_id(0), c = get_global_id(1);
@@ -222,6 +221,26 @@ __kernel void channel_affine_apply4(__global const float* restrict x, __global c
   vstore4((float4)(affine_silu(v.x, scale, shift, silu), affine_silu(v.y, scale, shift, silu),
                    affine_silu(v.z, scale, shift, silu), affine_silu(v.w, scale, shift, silu)),
           s4, y + c * S);
+}
+
+// The same two kernels writing fp16 (rounded to nearest even), for a tensor-core convolution that reads its input as
+// fp16 (gemm_tc.cl's A_HALF): the values it would have rounded itself, written in half the bytes.
+__kernel void channel_affine_apply_half(__global const float* restrict x, __global const float* restrict affine,
+                                        const int S, const int silu, __global half* restrict y) {
+  const int s = get_global_id(0), c = get_global_id(1);
+  if (s >= S) return;
+  const int idx = c * S + s;
+  vstore_half_rte(affine_silu(x[idx], affine[2 * c], affine[2 * c + 1], silu), idx, y);
+}
+__kernel void channel_affine_apply4_half(__global const float* restrict x, __global const float* restrict affine,
+                                         const int S, const int silu, __global half* restrict y) {
+  const int s4 = get_global_id(0), c = get_global_id(1);
+  if (4 * s4 >= S) return;
+  const float scale = affine[2 * c], shift = affine[2 * c + 1];
+  const float4 v = vload4(s4, x + c * S);
+  vstore_half4_rte((float4)(affine_silu(v.x, scale, shift, silu), affine_silu(v.y, scale, shift, silu),
+                            affine_silu(v.z, scale, shift, silu), affine_silu(v.w, scale, shift, silu)),
+                   s4, y + c * S);
 }
 
 // y = (x - mean) * rstd * gamma[c] + beta[c], then SiLU if silu.

@@ -129,8 +129,9 @@ Tensor group_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const 
 Tensor group_norm_affine(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                          float eps);
 // x·scale[c] + shift[c] per channel (then SiLU when silu): a ConvFusion::input_norm applied on its own, where a
-// kernel cannot apply it in its gather.   x: [C, ...], affine: [C, 2] → x's shape
-Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu);
+// kernel cannot apply it in its gather.   x: [C, ...], affine: [C, 2] → x's shape, fp32, or with `out` F16 fp16
+// values rounded to nearest even (an input for the tensor-core convolution only: no other op takes fp16 activations).
+Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu, DType out = DType::F32);
 
 // Layer norm over the last dimension.   x: [T, C], gamma/beta: [C] → [T, C]
 Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);

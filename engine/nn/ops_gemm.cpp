@@ -36,6 +36,7 @@ detail::GemmOperands operands(const Tensor& a, const Tensor& w, const Tensor* bi
   o.c = out.buffer.get();
   o.b_half = w.dtype == DType::F16;
   o.bias_half = bias && bias->dtype == DType::F16;
+  o.a_half = a.dtype == DType::F16;
   return o;
 }
 
@@ -105,7 +106,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       " -DSDT_PTX=" + (ptx ? "1" : "0") + " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
       " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0") +
       // A program of its own: compiled into every convolution, the norm's code slowed them all.
-      (o.input_norm ? " -DGATHER_NORM=1" : "");
+      (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
@@ -186,6 +187,8 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
   if (p.batch != 1 || o.act_after_residual) return false;
   if (o.input_norm && p.mode != GemmMode::Conv) return false;  // (conv2d asks the row whether to gather it here)
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
+  if (o.a_half && (p.mode == GemmMode::Linear || o.input_norm))
+    fail("gemm", "fp16 activations are read by the convolutions' gather only, and never normalised there");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
 }
@@ -193,6 +196,7 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
   if (o.ln_gamma) fail("gemm", "a layer norm in the gather needs the tensor-core kernel (run_gemm_on_tensor_cores)");
   if (run_gemm_on_tensor_cores(ctx, p, o, act)) return;
+  if (o.a_half) fail("gemm", "fp16 activations are read by the tensor-core convolution only");
   if (o.input_norm && p.mode != GemmMode::Conv)
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
@@ -390,9 +394,14 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   // The norm goes into the k×k gather (gemm.cl's; gemm_tc's where the device's row says so); elsewhere x is
   // normalised first (same values up to rounding).
   Tensor normed;
-  const bool gather_norm = fusion.input_norm && p.mode == GemmMode::Conv &&
-                           (detail::portable_gemm(ctx, w.dtype == DType::F16) || ctx.tuning().tc_gather_norm());
-  if (fusion.input_norm && !gather_norm) normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu);
+  const bool tensor_cores = !detail::portable_gemm(ctx, w.dtype == DType::F16);
+  const bool gather_norm =
+      fusion.input_norm && p.mode == GemmMode::Conv && (!tensor_cores || ctx.tuning().tc_gather_norm());
+  // Normalised by a launch of its own for the tensor cores: in fp16 where the row says so (the values the gather
+  // would round to; half the bytes), else fp32.
+  const bool half_input = fusion.input_norm && !gather_norm && tensor_cores && ctx.tuning().tc_half_normed_input();
+  if (fusion.input_norm && !gather_norm)
+    normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu, half_input ? DType::F16 : DType::F32);
   const Tensor& input = normed.defined() ? normed : x;
   p.ks = k;
   p.M = static_cast<int>(out_h * out_w);
@@ -416,6 +425,17 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   // act(conv + residual): in gemm.cl's epilogue; the tensor-core kernel's epilogue adds the residual last, so
   // there the activation is a pass of its own (gemm_tc.cl's store_output says why).
   const bool act_last = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
+  if (half_input) {
+    if (detail::run_gemm_on_tensor_cores(ctx, p, o, act_last ? Act::None : fusion.act)) {
+      if (act_last) return activation(ctx, out, fusion.act);
+      return out;
+    }
+    // The tensor-core kernel could not run after all (its PTX refused, or too few work-items): gemm.cl reads fp32,
+    // so the input is normalised again, in fp32.
+    normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu);
+    o.a = normed.buffer.get();
+    o.a_half = false;
+  }
   if (act_last && !detail::portable_gemm(ctx, w.dtype == DType::F16)) {
     detail::run_gemm(ctx, p, o, Act::None);
     return activation(ctx, out, fusion.act);

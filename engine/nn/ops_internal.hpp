@@ -66,6 +66,8 @@ struct GemmProblem {
 struct GemmOperands {
   cl_mem a = nullptr, b = nullptr, bias = nullptr, residual = nullptr, c = nullptr;
   bool b_half = false, bias_half = false;
+  // A holds fp16 values (GemmMode::Conv and Conv1x1 on gemm_tc.cl only: a separately normalised input).
+  bool a_half = false;
   // GemmMode::Conv: [C, 2] per-channel (scale, shift) applied to x as it is gathered, then SiLU when input_silu:
   // the group norm (+SiLU) of the layer before (group_norm_affine in ops.hpp).
   cl_mem input_norm = nullptr;

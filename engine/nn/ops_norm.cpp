@@ -130,7 +130,7 @@ Tensor group_norm_affine(cl::Context& ctx, const Tensor& x, const Tensor& gamma,
   return affine;
 }
 
-Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu) {
+Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu, DType out_dtype) {
   const std::string op = "apply_channel_affine";
   detail::require_activation(op, "x", x);
   if (!affine.defined() || affine.rank() != 2 || affine.dim(0) != x.dim(0) || affine.dim(1) != 2)
@@ -138,12 +138,18 @@ Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& aff
                          ", got " + (affine.defined() ? detail::describe("affine", affine) : std::string("nothing")));
   detail::require_activation(op, "affine", affine, 2);
   const std::int64_t C = x.dim(0), S = x.numel() / C;
-  Tensor out = empty(ctx, x.shape);
-  // Four values a work-item where every channel's row starts on 16 bytes (S a multiple of 4), else one.
-  const bool by4 = S % 4 == 0;
+  Tensor out;
+  out.shape = x.shape;
+  out.dtype = out_dtype;
+  out.buffer = ctx.buffer(out.bytes());
+  // Four values a work-item where every channel's row starts on 16 bytes (S a multiple of 4; 8 bytes for fp16),
+  // else one.
+  const bool by4 = S % 4 == 0, half = out_dtype == DType::F16;
   const std::size_t items = static_cast<std::size_t>(by4 ? S / 4 : S);
-  cl_kernel kernel = ctx.kernel("norm", by4 ? "channel_affine_apply4" : "channel_affine_apply",
-                                " -DGAMMA_HALF=0 -DBETA_HALF=0");  // the program the fp32 norm gains build
+  const char* name = by4 ? (half ? "channel_affine_apply4_half" : "channel_affine_apply4")
+                         : (half ? "channel_affine_apply_half" : "channel_affine_apply");
+  cl_kernel kernel =
+      ctx.kernel("norm", name, " -DGAMMA_HALF=0 -DBETA_HALF=0");  // the program the fp32 norm gains build
   const std::size_t local =
       detail::fit_local(ctx, kernel, std::min<std::size_t>(kNormThreads, cl::round_up(items, 32)));
   ctx.launch(kernel, cl::Range(cl::round_up(items, local), static_cast<std::size_t>(C)), cl::Range(local, 1), x.buffer,

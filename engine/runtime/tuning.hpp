@@ -176,6 +176,10 @@ struct TensorCoreRow {
   // these kernels. Off in every row: on the H200 it cost far more than the launches it saves (docs/PERFORMANCE.md,
   // 2026-12-05 call 2).
   bool gather_norm = false;
+  // Where the norm is a launch of its own before a tensor-core convolution: that launch writes fp16 (rounded as the
+  // convolution's gather would round it) and the convolution reads 16-bit values (gemm_tc.cl's A_HALF): the same
+  // products, half the bytes written and read. On in every row with tensor cores.
+  bool half_normed_input = true;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -272,6 +276,7 @@ struct TuningOverrides {
   std::optional<GemmRow> tuned_gemm = {};  // gemm.cl's tiles measured on this device (nn/gemm_tuner.hpp)
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
+  std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
 
@@ -283,6 +288,7 @@ struct TuningOverrides {
 // allows it), SDT_LN_FOLD_ROWS=rows (layer norms folded into the tensor-core products of at most these rows; 0: none),
 // SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
+// SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
 // outside the fp16 bounds: for measurements). A value that breaks its kernel's rules is ignored with a warning.
@@ -368,6 +374,11 @@ class Tuning {
   // Whether a k×k convolution on the tensor cores applies its input's group norm in the gather: the override, else
   // the row's gather_norm.
   bool tc_gather_norm() const { return effective_.tc_gather_norm.value_or(row_->tensor_cores.gather_norm); }
+  // Whether a convolution's separately normalised input reaches the tensor-core kernel as fp16: the override, else
+  // the row's half_normed_input.
+  bool tc_half_normed_input() const {
+    return effective_.tc_half_normed_input.value_or(row_->tensor_cores.half_normed_input);
+  }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

@@ -6,6 +6,8 @@
 //
 // Tolerance: as test_gemm.cpp's (1e-5 of max|ref|; measured a few 1e-7 to 2e-6): the norm's statistics are exact
 // to ~1e-6 (test_norm.cpp) and the affine form rounds once per value. The large-mean case has its own bound.
+#include <cstring>
+
 #include "conv_test_util.hpp"
 #include "nn/ops_internal.hpp"
 
@@ -178,7 +180,7 @@ TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
     if (gather) {
       EXPECT_EQ(kernels, std::vector<std::string>(separate_kernels.begin() + 1, separate_kernels.end()));
     } else {
-      EXPECT_EQ(kernels[0], "channel_affine_apply");
+      EXPECT_EQ(kernels[0], ctx.tuning().tc_half_normed_input() ? "channel_affine_apply_half" : "channel_affine_apply");
       EXPECT_EQ(kernels.size() > 1 ? kernels[1] : "", "gemm_tc");
       separate_kernels = kernels;
     }
@@ -193,6 +195,137 @@ TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
     }
     EXPECT_LE(max_diff, 2e-3 * max_ref) << "gather vs separate norm, max|y| " << max_ref;
   }
+}
+
+TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) {
+  // TensorCoreRow::half_normed_input: the norm's own launch writes fp16 (rounded to nearest even, as the gather
+  // rounds) and gemm_tc reads the 16-bit values as they are (A_HALF). The tile gets the same bits, so the outputs
+  // equal the fp32 input's exactly: 3×3 on both im2col tables, padding 2, stride 2, upsampling, K ending inside a
+  // pair, a 1×1 convolution (mode 1), maps of 4n and of odd pixel counts (the 4-wide and the 1-wide apply), with a
+  // residual and act(conv + residual). The launches say which kernels ran.
+  auto& ctx = test::kernel_context();
+  struct Case {
+    const char* name;
+    ref::ConvShape s;
+    int groups;
+    Act act;
+    bool residual, act_after_residual;
+  };
+  const Case cases[] = {
+      {"resnet-64x9x11", shape(64, 9, 11, 48), 32, Act::None, true, false},
+      {"4n-pixels-relu", shape(32, 8, 8, 40), 8, Act::ReLU, false, false},
+      {"odd-k-pad2", shape(27, 7, 9, 13, 3, 1, 2), 9, Act::None, false, false},
+      {"stride2", shape(16, 9, 8, 24, 3, 2, 1), 4, Act::None, false, false},
+      {"upsample", shape(32, 5, 6, 40, 3, 1, 1, true), 8, Act::None, false, false},
+      {"one-by-one", shape(48, 9, 7, 64, 1, 1, 0), 16, Act::None, true, false},
+      {"relu-after-residual", shape(24, 6, 6, 24), 8, Act::ReLU, true, true},
+  };
+  for (const cl::TcConfig& tile : {cl::TcConfig{64, 64, 2, 2}, cl::TcConfig{256, 64, 4, 2}}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << c.name << ", tile " << tile.tm << "x" << tile.tn);
+      const test::ConvLayer l = test::make_conv_layer(ctx, c.s, DType::F16, 120 + c.s.C);
+      const auto gamma_h = test::random_floats(c.s.C, 121, 0.5f, 1.5f);
+      const auto beta_h = test::random_floats(c.s.C, 122, -0.5f, 0.5f);
+      const nn::Tensor gamma = nn::upload_weight(ctx, gamma_h, {c.s.C}, DType::F32);
+      const nn::Tensor beta = nn::upload_weight(ctx, beta_h, {c.s.C}, DType::F32);
+      const nn::Tensor affine = nn::group_norm_affine(ctx, l.x, gamma, beta, c.groups, 1e-5f);
+      nn::ConvFusion fusion;
+      fusion.input_norm = &affine;
+      fusion.input_silu = true;
+      fusion.act = c.act;
+      fusion.residual = c.residual ? &l.residual : nullptr;
+      fusion.act_after_residual = c.act_after_residual;
+      std::vector<float> fp32_input;
+      for (bool half : {false, true}) {
+        const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+          if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
+          o.tc_gather_norm = false;
+          o.tc_half_normed_input = half;
+          o.tensor_core_tiles = tile;
+        });
+        const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
+        const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+        ctx.set_recording(true);
+        ctx.collect_timings();
+        const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(c.s), fusion);
+        std::vector<std::string> kernels;
+        for (const auto& t : ctx.collect_timings())
+          if (!t.mark) kernels.push_back(t.kernel);
+        ctx.set_recording(false);
+        const bool by4 = c.s.H * c.s.W % 4 == 0;
+        ASSERT_GE(kernels.size(), 2u);
+        EXPECT_EQ(kernels[0],
+                  std::string(by4 ? "channel_affine_apply4" : "channel_affine_apply") + (half ? "_half" : ""));
+        EXPECT_EQ(kernels[1], "gemm_tc");
+        if (!c.act_after_residual) EXPECT_EQ(y.buffer.get(), poisoned);
+        const std::vector<float> host = nn::download(ctx, y);
+        if (!half) {  // the fp32 input's product against the reference loops first
+          test::NormParams norm;
+          norm.gamma = gamma_h;
+          norm.beta = beta_h;
+          norm.groups = c.groups;
+          norm.eps = 1e-5f;
+          std::vector<float> expected =
+              test::reference_conv(l, &norm, test::to_ref(c.act_after_residual ? Act::None : c.act), true, c.residual);
+          if (c.act_after_residual)
+            for (float& v : expected) v = static_cast<float>(ref::act(v, test::to_ref(c.act)));
+          test::expect_close(ctx, y, expected, kTcRtol, std::string("conv of a normalised input, ") + c.name);
+          fp32_input = host;
+          continue;
+        }
+        ASSERT_EQ(host.size(), fp32_input.size());
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < host.size(); ++i) differ += std::memcmp(&host[i], &fp32_input[i], 4) != 0;
+        EXPECT_EQ(differ, 0u) << "of " << host.size() << " outputs";
+      }
+    }
+  }
+}
+
+TEST(ConvFusion, AnFp16InputWhoseTensorCoreKernelCannotRunIsNormalisedAgainInFp32) {
+  // The tensor-core path asked for its PTX on a device whose compiler refuses it (here: PoCL, forced): the fp16
+  // input is already written when the product finds out, so the convolution normalises x again in fp32 and runs
+  // gemm.cl, with the right result. (On a GPU with tensor cores the PTX builds and reads the fp16 input.)
+  const auto ctx = test::make_context();
+  const bool gpu = ctx->tuning().device_has_tensor_cores();
+  const test::TuningScope pin(*ctx, [](cl::TuningOverrides& o) {
+    o.tensor_cores = cl::TensorCores::Ptx;
+    o.tc_gather_norm = false;
+    o.tc_half_normed_input = true;
+  });
+  const ref::ConvShape s = shape(32, 8, 6, 24);
+  const test::ConvLayer l = test::make_conv_layer(*ctx, s, DType::F16, 130);
+  test::NormParams norm;
+  norm.gamma = test::random_floats(s.C, 131, 0.5f, 1.5f);
+  norm.beta = test::random_floats(s.C, 132, -0.5f, 0.5f);
+  norm.groups = 8;
+  norm.eps = 1e-5f;
+  const nn::Tensor gamma = nn::upload_weight(*ctx, norm.gamma, {s.C}, DType::F32);
+  const nn::Tensor beta = nn::upload_weight(*ctx, norm.beta, {s.C}, DType::F32);
+  const nn::Tensor affine = nn::group_norm_affine(*ctx, l.x, gamma, beta, norm.groups, norm.eps);
+  nn::ConvFusion fusion;
+  fusion.input_norm = &affine;
+  fusion.input_silu = true;
+  fusion.residual = &l.residual;
+  ctx->set_recording(true);
+  ctx->collect_timings();
+  const nn::Tensor y = nn::conv2d(*ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
+  std::vector<std::string> kernels;
+  for (const auto& t : ctx->collect_timings())
+    if (!t.mark) kernels.push_back(t.kernel);
+  ctx->set_recording(false);
+  ASSERT_GE(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0], "channel_affine_apply4_half");
+  if (gpu) {
+    EXPECT_EQ(kernels[1], "gemm_tc");
+  } else {
+    EXPECT_TRUE(ctx->tuning().ptx_rejected());
+    ASSERT_GE(kernels.size(), 3u);
+    EXPECT_EQ(kernels[1], "channel_affine_apply4");
+    EXPECT_EQ(kernels[2], "gemm");
+  }
+  test::expect_close(*ctx, y, test::reference_conv(l, &norm, test::to_ref(Act::None), true, true),
+                     gpu ? kTcRtol : kRtol, "conv of a normalised input after the tensor-core kernel was refused");
 }
 
 TEST(ConvFusion, ActivationAfterTheResidualOnBothKernelPaths) {

@@ -535,6 +535,30 @@ TEST(Tuning, TheTensorCoreGatherAppliesAConvolutionsNormWhereTheRowSaysSo) {
   }
 }
 
+TEST(Tuning, ATensorCoreConvolutionsSeparatelyNormalisedInputIsFp16WhereTheRowSaysSo) {
+  // TensorCoreRow::half_normed_input: on in every row (the same products' bits, half the bytes; only the
+  // tensor-core path reads it); an override or SDT_TC_HALF_INPUT=0/1 wins; anything else is warned about.
+  for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
+    Tuning t(device, &device == &kH200);
+    EXPECT_TRUE(t.row().tensor_cores.half_normed_input) << t.row().label;
+    EXPECT_TRUE(t.tc_half_normed_input()) << t.row().label;
+    t.set_overrides({.tc_half_normed_input = false});
+    EXPECT_FALSE(t.tc_half_normed_input());
+    t.set_overrides({.tc_half_normed_input = true});
+    EXPECT_TRUE(t.tc_half_normed_input());
+  }
+  for (const char* value : {"0", "1"}) {
+    EnvScope env("SDT_TC_HALF_INPUT", value);
+    EXPECT_EQ(cl::overrides_from_environment().tc_half_normed_input, value[0] == '1') << value;
+    const Tuning from_env(kH200, true, cl::overrides_from_environment());
+    EXPECT_EQ(from_env.tc_half_normed_input(), value[0] == '1') << value;
+  }
+  for (const char* bad : {"yes", "2", "off"}) {
+    EnvScope env("SDT_TC_HALF_INPUT", bad);
+    EXPECT_FALSE(cl::overrides_from_environment().tc_half_normed_input) << bad;
+  }
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
