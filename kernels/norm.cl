@@ -200,48 +200,38 @@ inline float affine_silu(const float x, const float scale, const float shift, co
 }
 
 // y = x * affine[c].scale + affine[c].shift, then SiLU if silu.   x, y: [C, S]; affine: [C, 2].
-// global (round_up(S, ls), C).
-__kernel void channel_affine_apply(__global const float* restrict x, __global const float* restrict affine,
-                                   const int S, const int silu, __global float* restrict y) {
-  const int s = get_global_id(0), c = get_global_id(1);
-  if (s >= S) return;
-  const int idx = c * S + s;
-  y[idx] = affine_silu(x[idx], affine[2 * c], affine[2 * c + 1], silu);
-}
-
-// channel_affine_apply on four consecutive values a work-item (S a multiple of 4): 16-byte loads and stores keep
-// more bytes in flight than the one-value kernel, whose 4-byte accesses held the VAE's maps to about 58 % of the
-// H200's copy rate. The same arithmetic value by value, so the same bits.   global (round_up(S / 4, ls), C).
-__kernel void channel_affine_apply4(__global const float* restrict x, __global const float* restrict affine,
-                                    const int S, const int silu, __global float* restrict y) {
-  const int s4 = get_global_id(0), c = get_global_id(1);
-  if (4 * s4 >= S) return;
-  const float scale = affine[2 * c], shift = affine[2 * c + 1];
-  const float4 v = vload4(s4, x + c * S);
-  vstore4((float4)(affine_silu(v.x, scale, shift, silu), affine_silu(v.y, scale, shift, silu),
-                   affine_silu(v.z, scale, shift, silu), affine_silu(v.w, scale, shift, silu)),
-          s4, y + c * S);
-}
-
-// The same two kernels writing fp16 (rounded to nearest even), for a tensor-core convolution that reads its input as
-// fp16 (gemm_tc.cl's A_HALF): the values it would have rounded itself, written in half the bytes.
-__kernel void channel_affine_apply_half(__global const float* restrict x, __global const float* restrict affine,
-                                        const int S, const int silu, __global half* restrict y) {
-  const int s = get_global_id(0), c = get_global_id(1);
-  if (s >= S) return;
-  const int idx = c * S + s;
-  vstore_half_rte(affine_silu(x[idx], affine[2 * c], affine[2 * c + 1], silu), idx, y);
-}
-__kernel void channel_affine_apply4_half(__global const float* restrict x, __global const float* restrict affine,
-                                         const int S, const int silu, __global half* restrict y) {
-  const int s4 = get_global_id(0), c = get_global_id(1);
-  if (4 * s4 >= S) return;
-  const float scale = affine[2 * c], shift = affine[2 * c + 1];
-  const float4 v = vload4(s4, x + c * S);
-  vstore_half4_rte((float4)(affine_silu(v.x, scale, shift, silu), affine_silu(v.y, scale, shift, silu),
-                            affine_silu(v.z, scale, shift, silu), affine_silu(v.w, scale, shift, silu)),
-                   s4, y + c * S);
-}
+// channel_affine_apply: a value a work-item, global (round_up(S, ls), C). channel_affine_apply4: four consecutive
+// values a work-item (S a multiple of 4), global (round_up(S / 4, ls), C): 16-byte loads keep more bytes in flight
+// than the one-value kernel, whose 4-byte accesses held the VAE's maps to about 58 % of the H200's copy rate. The
+// same arithmetic value by value, so the same bits. The _half pair writes y in fp16, rounded to nearest even, for a
+// tensor-core convolution that reads its input as fp16 (gemm_tc.cl's A_HALF): the values it would have rounded
+// itself, in half the bytes.
+#define STORE_F32(v, i, y) ((y)[i] = (v))
+#define STORE_F32_4(v, i, y) vstore4((v), (i), (y))
+#define STORE_F16(v, i, y) vstore_half_rte((v), (i), (y))
+#define STORE_F16_4(v, i, y) vstore_half4_rte((v), (i), (y))
+#define DEFINE_CHANNEL_AFFINE(suffix, OUT_T, STORE, STORE4)                                                     \
+  __kernel void channel_affine_apply##suffix(__global const float* restrict x,                                 \
+                                             __global const float* restrict affine, const int S, const int silu, \
+                                             __global OUT_T* restrict y) {                                     \
+    const int s = get_global_id(0), c = get_global_id(1);                                                      \
+    if (s >= S) return;                                                                                        \
+    const int idx = c * S + s;                                                                                 \
+    STORE(affine_silu(x[idx], affine[2 * c], affine[2 * c + 1], silu), idx, y);                                \
+  }                                                                                                            \
+  __kernel void channel_affine_apply4##suffix(__global const float* restrict x,                                \
+                                              __global const float* restrict affine, const int S, const int silu, \
+                                              __global OUT_T* restrict y) {                                    \
+    const int s4 = get_global_id(0), c = get_global_id(1);                                                     \
+    if (4 * s4 >= S) return;                                                                                   \
+    const float scale = affine[2 * c], shift = affine[2 * c + 1];                                              \
+    const float4 v = vload4(s4, x + c * S);                                                                    \
+    STORE4((float4)(affine_silu(v.x, scale, shift, silu), affine_silu(v.y, scale, shift, silu),                \
+                    affine_silu(v.z, scale, shift, silu), affine_silu(v.w, scale, shift, silu)),               \
+           s4, y + c * S);                                                                                     \
+  }
+DEFINE_CHANNEL_AFFINE(, float, STORE_F32, STORE_F32_4)
+DEFINE_CHANNEL_AFFINE(_half, half, STORE_F16, STORE_F16_4)
 
 // y = (x - mean) * rstd * gamma[c] + beta[c], then SiLU if silu.
 // x, y: [C, S]; stats: [G, 2]; gamma, beta: [C]. global (round_up(S, ls), C).

@@ -236,47 +236,30 @@ TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
 
 TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
   auto& ctx = test::kernel_context();
-  for (const bool silu : {false, true}) {
-    const int C = 8, H = 5, W = 3, groups = 4;
-    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60);
-    const auto gamma = test::make_weight(ctx, test::random_floats(C, 61, 0.5f, 1.5f), {C}, DType::F16);
-    const auto beta = test::make_weight(ctx, test::random_floats(C, 62), {C}, DType::F32);
-    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+  // Group norm, then the same norm's per-channel affine form applied on its own: a value a work-item (15 pixels) and
+  // four (800). The groups of 1600 values take the partials' loop of four loads in flight, then its one-at-a-time
+  // tail.
+  struct Case {
+    int C, H, W, groups;
+    bool silu;
+    DType gamma_storage;
+    std::uint32_t seed;
+  };
+  for (const Case& c : {Case{8, 5, 3, 4, false, DType::F16, 60}, Case{8, 5, 3, 4, true, DType::F16, 60},
+                        Case{4, 20, 40, 2, true, DType::F32, 66}}) {
+    const int S = c.H * c.W;
+    const auto x_host = test::random_floats(static_cast<std::size_t>(c.C) * S, c.seed);
+    const auto gamma = test::make_weight(ctx, test::random_floats(c.C, c.seed + 1, 0.5f, 1.5f), {c.C}, c.gamma_storage);
+    const auto beta = test::make_weight(ctx, test::random_floats(c.C, c.seed + 2), {c.C}, DType::F32);
+    const nn::Tensor x = nn::upload(ctx, x_host, {c.C, c.H, c.W});
+    const auto expected = ref::group_norm(x_host, gamma.values, beta.values, c.C, S, c.groups, 1e-6, c.silu);
+    const std::string label = "group_norm " + std::to_string(c.C) + "x" + std::to_string(S) + (c.silu ? " silu" : "");
     const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-    const nn::Tensor y = nn::group_norm(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f, silu);
+    const nn::Tensor y = nn::group_norm(ctx, x, gamma.tensor, beta.tensor, c.groups, 1e-6f, c.silu);
     EXPECT_EQ(y.buffer.get(), poisoned);
-    test::expect_close(ctx, y, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, silu), kRtol,
-                       silu ? "group_norm silu" : "group_norm");
-  }
-  {
-    // Groups of 1600 values: the partials' loop of four loads in flight, then its one-at-a-time tail.
-    const int C = 4, H = 20, W = 40, groups = 2;
-    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 66);
-    const auto gamma = test::make_weight(ctx, test::random_floats(C, 67, 0.5f, 1.5f), {C}, DType::F32);
-    const auto beta = test::make_weight(ctx, test::random_floats(C, 68), {C}, DType::F32);
-    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
-    const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-    const nn::Tensor y = nn::group_norm(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f, true);
-    EXPECT_EQ(y.buffer.get(), poisoned);
-    test::expect_close(ctx, y, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, true), kRtol,
-                       "group_norm of 1600-value groups");
-    // Its per-channel affine form applied alone, 4 values a work-item (S = 800) and 1 (S = 15, the map above).
-    const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma.tensor, beta.tensor, groups, 1e-6f);
-    const nn::Tensor applied = nn::apply_channel_affine(ctx, x, affine, true);
-    test::expect_close(ctx, applied, ref::group_norm(x_host, gamma.values, beta.values, C, H * W, groups, 1e-6, true),
-                       kRtol, "channel affine, 4 values a work-item");
-  }
-  {
-    const int C = 8, H = 5, W = 3;
-    const auto x_host = test::random_floats(static_cast<std::size_t>(C) * H * W, 60);
-    const auto gamma = test::random_floats(C, 61, 0.5f, 1.5f), beta = test::random_floats(C, 62);
-    const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
-    const nn::Tensor g = nn::upload_weight(ctx, gamma, {C}, DType::F32),
-                     b = nn::upload_weight(ctx, beta, {C}, DType::F32);
-    const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, 4, 1e-6f);
-    const nn::Tensor applied = nn::apply_channel_affine(ctx, x, affine, false);
-    test::expect_close(ctx, applied, ref::group_norm(x_host, gamma, beta, C, H * W, 4, 1e-6, false), kRtol,
-                       "channel affine, 1 value a work-item");
+    test::expect_close(ctx, y, expected, kRtol, label);
+    const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma.tensor, beta.tensor, c.groups, 1e-6f);
+    test::expect_close(ctx, nn::apply_channel_affine(ctx, x, affine, c.silu), expected, kRtol, label + ", affine form");
   }
   // Rows of 24 values on 64 work-items (most idle) and of 520 on 128.
   for (const int C : {24, 520}) {

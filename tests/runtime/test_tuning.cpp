@@ -511,52 +511,49 @@ TEST(Tuning, LayerNormsFoldOnlyIntoProductsOfTheRowsTheRuleAllows) {
   }
 }
 
-TEST(Tuning, TheTensorCoreGatherAppliesAConvolutionsNormWhereTheRowSaysSo) {
-  // TensorCoreRow::gather_norm: off in every row (the H200 measured it a loss); an override or
-  // SDT_TC_GATHER_NORM=0/1 wins; anything else is warned about and not taken.
+namespace {
+
+// A TensorCoreRow flag with its override and its environment variable: `row_value` in every row; an override of
+// either value wins; the variable's 0 or 1 too; anything else is warned about and not taken.
+void check_row_flag(bool row_value, bool cl::TensorCoreRow::*field, std::optional<bool> cl::TuningOverrides::*option,
+                    bool (Tuning::*effective)() const, const char* variable) {
+  SCOPED_TRACE(variable);
   for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
     Tuning t(device, &device == &kH200);
-    EXPECT_FALSE(t.row().tensor_cores.gather_norm) << t.row().label;
-    EXPECT_FALSE(t.tc_gather_norm()) << t.row().label;
-    t.set_overrides({.tc_gather_norm = false});
-    EXPECT_FALSE(t.tc_gather_norm());
-    t.set_overrides({.tc_gather_norm = true});
-    EXPECT_TRUE(t.tc_gather_norm());
+    EXPECT_EQ(t.row().tensor_cores.*field, row_value) << t.row().label;
+    EXPECT_EQ((t.*effective)(), row_value) << t.row().label;
+    for (bool value : {false, true}) {
+      cl::TuningOverrides o;
+      o.*option = value;
+      t.set_overrides(o);
+      EXPECT_EQ((t.*effective)(), value);
+    }
   }
   for (const char* value : {"0", "1"}) {
-    EnvScope env("SDT_TC_GATHER_NORM", value);
-    EXPECT_EQ(cl::overrides_from_environment().tc_gather_norm, value[0] == '1') << value;
+    EnvScope env(variable, value);
+    EXPECT_EQ(cl::overrides_from_environment().*option, value[0] == '1') << value;
     const Tuning from_env(kH200, true, cl::overrides_from_environment());
-    EXPECT_EQ(from_env.tc_gather_norm(), value[0] == '1') << value;
+    EXPECT_EQ((from_env.*effective)(), value[0] == '1') << value;
   }
   for (const char* bad : {"yes", "2", "off"}) {
-    EnvScope env("SDT_TC_GATHER_NORM", bad);
-    EXPECT_FALSE(cl::overrides_from_environment().tc_gather_norm) << bad;
+    EnvScope env(variable, bad);
+    EXPECT_FALSE(cl::overrides_from_environment().*option) << bad;
   }
+}
+
+}  // namespace
+
+TEST(Tuning, TheTensorCoreGatherAppliesAConvolutionsNormWhereTheRowSaysSo) {
+  // TensorCoreRow::gather_norm: off in every row (the H200 measured it a loss).
+  check_row_flag(false, &cl::TensorCoreRow::gather_norm, &cl::TuningOverrides::tc_gather_norm, &Tuning::tc_gather_norm,
+                 "SDT_TC_GATHER_NORM");
 }
 
 TEST(Tuning, ATensorCoreConvolutionsSeparatelyNormalisedInputIsFp16WhereTheRowSaysSo) {
   // TensorCoreRow::half_normed_input: on in every row (the same products' bits, half the bytes; only the
-  // tensor-core path reads it); an override or SDT_TC_HALF_INPUT=0/1 wins; anything else is warned about.
-  for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
-    Tuning t(device, &device == &kH200);
-    EXPECT_TRUE(t.row().tensor_cores.half_normed_input) << t.row().label;
-    EXPECT_TRUE(t.tc_half_normed_input()) << t.row().label;
-    t.set_overrides({.tc_half_normed_input = false});
-    EXPECT_FALSE(t.tc_half_normed_input());
-    t.set_overrides({.tc_half_normed_input = true});
-    EXPECT_TRUE(t.tc_half_normed_input());
-  }
-  for (const char* value : {"0", "1"}) {
-    EnvScope env("SDT_TC_HALF_INPUT", value);
-    EXPECT_EQ(cl::overrides_from_environment().tc_half_normed_input, value[0] == '1') << value;
-    const Tuning from_env(kH200, true, cl::overrides_from_environment());
-    EXPECT_EQ(from_env.tc_half_normed_input(), value[0] == '1') << value;
-  }
-  for (const char* bad : {"yes", "2", "off"}) {
-    EnvScope env("SDT_TC_HALF_INPUT", bad);
-    EXPECT_FALSE(cl::overrides_from_environment().tc_half_normed_input) << bad;
-  }
+  // tensor-core path reads it).
+  check_row_flag(true, &cl::TensorCoreRow::half_normed_input, &cl::TuningOverrides::tc_half_normed_input,
+                 &Tuning::tc_half_normed_input, "SDT_TC_HALF_INPUT");
 }
 
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
