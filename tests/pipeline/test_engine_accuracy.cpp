@@ -3,6 +3,8 @@
 // order, and how far fp16 weight storage moves the result.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "engine_fixture.hpp"
 #include "nn/ops.hpp"
 #include "nn/ops_internal.hpp"
@@ -140,6 +142,18 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   EXPECT_LE(dl.rel_l2, kTcLatentsRel);
   EXPECT_LE(dv.max_abs, kTcImageMax);
   EXPECT_LE(dq.max_abs, kTcImageMax);
+
+  // The convolutions' separately normalised inputs in fp16 (TensorCoreRow::half_normed_input, on above) give the
+  // products the same tile bits as in fp32: the same latents and images, bit for bit.
+  ASSERT_TRUE(ctx.tuning().tc_half_normed_input());
+  const std::vector<float> latents = nn::download(ctx, out.latents), image = nn::download(ctx, out.image_vae);
+  engine.impl().context().set_tuning_overrides({.tensor_cores = path, .tc_half_normed_input = false});
+  const pipeline::DeviceOutputs fp32_inputs = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.latents), latents)) << "the latents differ";
+  EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.image_vae), image)) << "the image differs";
 }
 
 }  // namespace
