@@ -220,9 +220,23 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
       {"one-by-one", shape(48, 9, 7, 64, 1, 1, 0), 16, Act::None, true, false},
       {"relu-after-residual", shape(24, 6, 6, 24), 8, Act::ReLU, true, true},
   };
-  for (const cl::TcConfig& tile : {cl::TcConfig{64, 64, 2, 2}, cl::TcConfig{256, 64, 4, 2}}) {
+  struct Setting {
+    cl::TcConfig tile;
+    std::optional<int> splits;
+    std::optional<bool> fused;
+  };
+  // Both im2col tables with K as the row splits it (here: not); on the smaller tile, K also in 3 slices summed by
+  // the kernel and by the reduce launch.
+  const Setting settings[] = {{cl::TcConfig{64, 64, 2, 2}, {}, {}},
+                              {cl::TcConfig{64, 64, 2, 2}, 3, true},
+                              {cl::TcConfig{64, 64, 2, 2}, 3, false},
+                              {cl::TcConfig{256, 64, 4, 2}, {}, {}}};
+  for (const Setting& setting : settings) {
+    const cl::TcConfig& tile = setting.tile;
     for (const Case& c : cases) {
-      SCOPED_TRACE(testing::Message() << c.name << ", tile " << tile.tm << "x" << tile.tn);
+      SCOPED_TRACE(testing::Message() << c.name << ", tile " << tile.tm << "x" << tile.tn << ", "
+                                      << setting.splits.value_or(1) << " slice(s)"
+                                      << (setting.fused.value_or(false) ? " summed in the kernel" : ""));
       const test::ConvLayer l = test::make_conv_layer(ctx, c.s, DType::F16, 120 + c.s.C);
       const auto gamma_h = test::random_floats(c.s.C, 121, 0.5f, 1.5f);
       const auto beta_h = test::random_floats(c.s.C, 122, -0.5f, 0.5f);
@@ -242,6 +256,8 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
           o.tc_gather_norm = false;
           o.tc_half_normed_input = half;
           o.tensor_core_tiles = tile;
+          o.gemm_splits = setting.splits;
+          o.fused_splitk = setting.fused;
         });
         const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
         const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
@@ -257,6 +273,7 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
         EXPECT_EQ(kernels[0],
                   std::string(by4 ? "channel_affine_apply4" : "channel_affine_apply") + (half ? "_half" : ""));
         EXPECT_EQ(kernels[1], "gemm_tc");
+        if (setting.fused == false) EXPECT_EQ(kernels.size() > 2 ? kernels[2] : "", "gemm_splitk_reduce");
         if (!c.act_after_residual) EXPECT_EQ(y.buffer.get(), poisoned);
         const std::vector<float> host = nn::download(ctx, y);
         if (!half) {  // the fp32 input's product against the reference loops first
