@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 
+#include "conv_test_util.hpp"
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
 
@@ -152,6 +153,54 @@ TEST(SmallShapes, GemmConvolutionsOneByOneThreeByThreeStridedAndUpsampled) {
   ref::ConvShape downsample = conv(4, 8, 6, 5, 3, 2, 0);  // the VAE encoder's pad right and bottom only
   downsample.pad_bottom = downsample.pad_right = 1;
   check_conv("3x3-asymmetric-pad", downsample, DType::F32, false, 24);
+}
+
+TEST(SmallShapes, WinogradBothTilesWithNormUpsamplingResidualAndSplitK) {
+  // winograd.cl's three kernels (filter transform, input transform with the group norm + SiLU and the upsampling
+  // read, output transform with bias, residual and activation, whole tile rows stored as vectors or partial ones
+  // value by value) around gemm.cl's batched products, K split too (summed by the output transform).
+  const GemmPath path(TensorCores::Off);
+  auto& ctx = test::kernel_context();
+  struct Case {
+    const char* name;
+    ref::ConvShape s;
+    int m;
+    bool per_call, norm, residual;
+    int splits;
+  };
+  for (const Case& c : {Case{"rows-of-8", test::conv_shape(5, 6, 8, 7), 4, false, true, true, 1},
+                        Case{"rows-of-7", test::conv_shape(5, 5, 7, 7), 4, false, false, true, 1},
+                        Case{"f2-rows-of-6-upsample", test::conv_shape(4, 3, 3, 6, 1, true), 2, false, true, true, 1},
+                        Case{"per-call-split", test::conv_shape(9, 4, 8, 5), 4, true, false, true, 3}}) {
+    const Splits splits(c.splits);
+    const test::ConvLayer l = test::make_conv_layer(ctx, c.s, c.per_call ? DType::F16 : DType::F32, 40 + c.s.W);
+    test::NormParams norm;
+    norm.groups = 1;
+    norm.gamma = test::random_floats(c.s.C, 41, 0.5f, 1.5f);
+    norm.beta = test::random_floats(c.s.C, 42, -0.5f, 0.5f);
+    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
+    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
+    nn::Tensor affine;
+    nn::ConvFusion fusion;
+    if (c.norm) {
+      affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
+      fusion.input_norm = &affine;
+      fusion.input_silu = true;
+    }
+    fusion.residual = c.residual ? &l.residual : nullptr;
+    fusion.act = Act::ReLU;
+    const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
+    const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+    const nn::Tensor y =
+        c.per_call ? nn::conv2d_winograd_per_call(ctx, l.x, l.w.tensor, c.m, &l.b.tensor, test::geometry(c.s), fusion)
+                   : nn::conv2d_winograd(ctx, l.x, nn::winograd_filter(ctx, l.w.tensor, DType::F32, c.m), &l.b.tensor,
+                                         test::geometry(c.s), fusion);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    // fp32 filters: F(4x4)'s transforms at 1e-4 of max|ref|, F(2x2)'s at 1e-5 (test_winograd.cpp); fp16 weights as
+    // stored (the reference takes the rounded values) with the filter transformed in fp32 at each call: 1e-4.
+    test::expect_close(ctx, y, test::reference_conv(l, c.norm ? &norm : nullptr, ref::Act::ReLU, true, c.residual),
+                       c.m == 4 ? 1e-4 : 1e-5, std::string("winograd ") + c.name);
+  }
 }
 
 TEST(SmallShapes, GemmSplitAlongK) {

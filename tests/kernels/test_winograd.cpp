@@ -131,6 +131,12 @@ TEST(Winograd, MatchesReferenceAtOddShapesAndPadding) {
     check_winograd({"odd-upsample", test::conv_shape(3, 5, 3, 17, 1, true), true, true}, storage, 33);
     check_winograd({"one-pixel", test::conv_shape(19, 1, 1, 5), true, true, Act::None, true}, storage, 34);
     check_winograd({"odd-norm", test::conv_shape(27, 11, 6, 9, 1, true), true, false, Act::None, true}, storage, 35);
+    // Rows of 10 (whole 2-wide tile rows, not 4-wide) and of 12 (both): the output transform's vector stores and
+    // residual loads where the tile rows are whole, its scalar ones elsewhere, with each tile.
+    for (const int m : {4, 2}) {
+      check_winograd({"rows-of-10", test::conv_shape(6, 7, 10, 9), true, true, Act::ReLU, false, m}, storage, 36);
+      check_winograd({"rows-of-12", test::conv_shape(6, 5, 12, 9), false, true, Act::GELU, false, m}, storage, 37);
+    }
   }
 }
 
