@@ -425,23 +425,19 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   // act(conv + residual): in gemm.cl's epilogue; the tensor-core kernel's epilogue adds the residual last, so
   // there the activation is a pass of its own (gemm_tc.cl's store_output says why).
   const bool act_last = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
-  if (half_input) {
-    if (detail::run_gemm_on_tensor_cores(ctx, p, o, act_last ? Act::None : fusion.act)) {
-      if (act_last) return activation(ctx, out, fusion.act);
-      return out;
-    }
+  const bool act_pass = act_last && tensor_cores;
+  o.act_after_residual = act_last && !tensor_cores;
+  const Act product_act = act_pass ? Act::None : fusion.act;
+  const bool done = half_input && detail::run_gemm_on_tensor_cores(ctx, p, o, product_act);
+  if (half_input && !done) {
     // The tensor-core kernel could not run after all (its PTX refused, or too few work-items): gemm.cl reads fp32,
     // so the input is normalised again, in fp32.
     normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu);
     o.a = normed.buffer.get();
     o.a_half = false;
   }
-  if (act_last && !detail::portable_gemm(ctx, w.dtype == DType::F16)) {
-    detail::run_gemm(ctx, p, o, Act::None);
-    return activation(ctx, out, fusion.act);
-  }
-  o.act_after_residual = act_last;
-  detail::run_gemm(ctx, p, o, fusion.act);
+  if (!done) detail::run_gemm(ctx, p, o, product_act);
+  if (act_pass) return activation(ctx, out, fusion.act);
   return out;
 }
 

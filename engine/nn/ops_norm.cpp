@@ -138,10 +138,7 @@ Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& aff
                          ", got " + (affine.defined() ? detail::describe("affine", affine) : std::string("nothing")));
   detail::require_activation(op, "affine", affine, 2);
   const std::int64_t C = x.dim(0), S = x.numel() / C;
-  Tensor out;
-  out.shape = x.shape;
-  out.dtype = out_dtype;
-  out.buffer = ctx.buffer(out.bytes());
+  Tensor out = empty(ctx, x.shape, out_dtype);
   // Four values a work-item where every channel's row starts on 16 bytes (S a multiple of 4; 8 bytes for fp16),
   // else one.
   const bool by4 = S % 4 == 0, half = out_dtype == DType::F16;

@@ -59,10 +59,10 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape) {
+Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape, DType dtype) {
   Tensor t;
   t.shape = std::move(shape);
-  t.dtype = DType::F32;
+  t.dtype = dtype;
   t.buffer = ctx.buffer(t.bytes());
   return t;
 }

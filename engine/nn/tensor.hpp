@@ -31,8 +31,9 @@ struct Tensor {
 
 std::string shape_string(const std::vector<std::int64_t>& shape);
 
-// An fp32 activation tensor from the context's pool (contents undefined).
-Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape);
+// An activation tensor from the context's pool (contents undefined): fp32, or fp16 for the few ops that write or
+// read fp16 activations (apply_channel_affine's output for a tensor-core convolution).
+Tensor empty(cl::Context& ctx, std::vector<std::int64_t> shape, DType dtype = DType::F32);
 // fp32 host data → pooled device tensor.
 Tensor upload(cl::Context& ctx, const std::vector<float>& host, std::vector<std::int64_t> shape);
 // The same without waiting: the data is copied and the transfer queued behind the work already enqueued (a
