@@ -74,6 +74,12 @@ const char* error_name(cl_int status) {
     SDT_CL_CASE(CL_INVALID_DEVICE_PARTITION_COUNT)
 #undef SDT_CL_CASE
     case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    case -1138:
+      return "CL_INVALID_COMMAND_BUFFER_KHR";
+    case -1139:
+      return "CL_INVALID_SYNC_POINT_WAIT_LIST_KHR";
+    case -1140:
+      return "CL_INCOMPATIBLE_COMMAND_QUEUE_KHR";
     case -9999: return "NVIDIA_ILLEGAL_ADDRESS (-9999)";
     default: return "unknown OpenCL error";
   }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "base/log.hpp"
@@ -86,6 +88,7 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options)
 #pragma GCC diagnostic pop
 #endif
   check(status, "clCreateCommandQueue", device.info.name);
+  command_buffer_api_ = command_buffer_api(device, CL_QUEUE_PROFILING_ENABLE);
   device_defines_ = device_build_defines(device.info);
   std::filesystem::path dir;
   if (options.disk_cache) dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
@@ -95,7 +98,145 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options)
   log::get("cl")->info("opened {}", describe(device.info));
 }
 
+namespace {
+// The kernel handed out while planning: an address of ours, never passed to OpenCL (launches return first).
+struct PlannedKernel {
+} g_planned_kernel;
+cl_kernel planned_kernel() {
+  return reinterpret_cast<cl_kernel>(&g_planned_kernel);
+}
+
+MemHandle retained(const MemHandle& mem) {
+  check(clRetainMemObject(mem.get()), "clRetainMemObject", "a planning stand-in");
+  return MemHandle(mem.get());
+}
+}  // namespace
+
+// The entry points of cl_khr_command_buffer, which the ICD loader does not export: asked of the platform.
+struct Context::CommandBufferApi {
+  clCreateCommandBufferKHR_fn create = nullptr;
+  clFinalizeCommandBufferKHR_fn finalize = nullptr;
+  clReleaseCommandBufferKHR_fn release = nullptr;
+  clCommandNDRangeKernelKHR_fn ndrange = nullptr;
+  clEnqueueCommandBufferKHR_fn enqueue = nullptr;
+  bool simultaneous = false;  // a command buffer may be enqueued again before its last run has ended
+};
+
+std::unique_ptr<Context::CommandBufferApi> Context::command_buffer_api(const DeviceHandle& device,
+                                                                       cl_command_queue_properties queue) {
+  std::size_t size = 0;
+  if (clGetDeviceInfo(device.device, CL_DEVICE_EXTENSIONS, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string extensions(size, '\0');
+  if (clGetDeviceInfo(device.device, CL_DEVICE_EXTENSIONS, size, extensions.data(), nullptr) != CL_SUCCESS) return {};
+  // A whole name: cl_khr_command_buffer_mutable_dispatch alone is not it.
+  std::istringstream names(extensions);
+  const bool listed = std::any_of(std::istream_iterator<std::string>(names), std::istream_iterator<std::string>(),
+                                  [](const std::string& name) { return name == "cl_khr_command_buffer"; });
+  if (!listed) return {};
+  // The queue properties a command buffer's queue must have; ours has only profiling (in order).
+  cl_command_queue_properties required = 0;
+  if (clGetDeviceInfo(device.device, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR, sizeof required, &required,
+                      nullptr) != CL_SUCCESS ||
+      (required & ~queue) != 0)
+    return {};
+  auto api = std::make_unique<CommandBufferApi>();
+  const auto entry = [&](const char* name) { return clGetExtensionFunctionAddressForPlatform(device.platform, name); };
+  api->create = reinterpret_cast<clCreateCommandBufferKHR_fn>(entry("clCreateCommandBufferKHR"));
+  api->finalize = reinterpret_cast<clFinalizeCommandBufferKHR_fn>(entry("clFinalizeCommandBufferKHR"));
+  api->release = reinterpret_cast<clReleaseCommandBufferKHR_fn>(entry("clReleaseCommandBufferKHR"));
+  api->ndrange = reinterpret_cast<clCommandNDRangeKernelKHR_fn>(entry("clCommandNDRangeKernelKHR"));
+  api->enqueue = reinterpret_cast<clEnqueueCommandBufferKHR_fn>(entry("clEnqueueCommandBufferKHR"));
+  if (!api->create || !api->finalize || !api->release || !api->ndrange || !api->enqueue) return {};
+  cl_device_command_buffer_capabilities_khr caps = 0;
+  if (clGetDeviceInfo(device.device, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, sizeof caps, &caps, nullptr) ==
+      CL_SUCCESS)
+    api->simultaneous = (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR) != 0;
+  return api;
+}
+
+CommandBuffer::~CommandBuffer() {
+  if (buffer_) release_(buffer_);
+}
+
+CommandBuffer& CommandBuffer::operator=(CommandBuffer&& other) noexcept {
+  if (this != &other) {
+    if (buffer_) release_(buffer_);
+    buffer_ = std::exchange(other.buffer_, nullptr);
+    release_ = other.release_;
+    launches_ = other.launches_;
+    keep_ = std::move(other.keep_);
+    last_run_ = std::move(other.last_run_);
+  }
+  return *this;
+}
+
+void Context::refuse_while_recording(std::string_view what) const {
+  throw Error(ErrorKind::Device, std::string(what) + " while launches are being recorded into a command buffer",
+              "only kernel launches can be recorded: end the recording (end_commands) first");
+}
+
+void Context::begin_commands() {
+  if (!command_buffer_api_)
+    throw Error(ErrorKind::Device, "command buffers (cl_khr_command_buffer) are not available on " + device_.info.name,
+                "launch the kernels one by one (command_buffers_supported() says where they are)");
+  if (planning_ || commands_) refuse_while_recording("begin_commands");
+  cl_command_queue queue = queue_.get();
+  cl_int status = CL_SUCCESS;
+  const cl_command_buffer_properties_khr simultaneous[] = {CL_COMMAND_BUFFER_FLAGS_KHR,
+                                                           CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
+  cl_command_buffer_khr buffer =
+      command_buffer_api_->create(1, &queue, command_buffer_api_->simultaneous ? simultaneous : nullptr, &status);
+  commands_buffers_.clear();
+  check(status, "clCreateCommandBufferKHR", device_.info.name);
+  commands_ = buffer;
+  commands_launches_ = 0;
+}
+
+Buffer Context::recorded_buffer(std::size_t bytes) {
+  cl_int status = CL_SUCCESS;
+  MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
+  check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (recorded into a command buffer)");
+  commands_buffers_.push_back(retained(mem));
+  return Buffer(std::move(mem), bytes, nullptr);
+}
+
+CommandBuffer Context::end_commands() {
+  if (!commands_) throw Error(ErrorKind::Device, "end_commands without begin_commands", "call begin_commands first");
+  CommandBuffer done;
+  done.buffer_ = std::exchange(commands_, nullptr);
+  done.release_ = command_buffer_api_->release;
+  done.launches_ = commands_launches_;
+  done.keep_ = std::move(commands_buffers_);
+  commands_buffers_.clear();
+  check(command_buffer_api_->finalize(done.buffer_), "clFinalizeCommandBufferKHR",
+        std::to_string(done.launches_) + " launches");
+  return done;
+}
+
+void Context::discard_commands() {
+  if (commands_) command_buffer_api_->release(std::exchange(commands_, nullptr));
+  commands_buffers_.clear();
+}
+
+void Context::enqueue_commands(const CommandBuffer& commands) {
+  throw_if_hung();
+  if (commands_) refuse_while_recording("enqueue_commands");
+  if (!commands) throw Error(ErrorKind::Device, "enqueue_commands of an empty command buffer", "record it first");
+  cl_command_queue queue = queue_.get();
+  if (!command_buffer_api_->simultaneous && commands.last_run_) {
+    // Without simultaneous use the driver refuses a command buffer whose last run is still pending (PoCL): the host
+    // waits for it. A generation reads its image back before the next one starts, so there it never waits.
+    wait(commands.last_run_.get(), "the last run of a command buffer");
+  }
+  cl_event run = nullptr;
+  check(command_buffer_api_->enqueue(1, &queue, commands.buffer_, 0, nullptr, &run), "clEnqueueCommandBufferKHR",
+        std::to_string(commands.launches_) + " launches");
+  commands.last_run_ = EventHandle(run);
+  check(clFlush(queue_.get()), "clFlush", "after a command buffer");
+}
+
 Context::~Context() {
+  discard_commands();
   // A test's injected hang ends here: completing the user event lets the queue behind it drain. (Failing it
   // instead would be closer to a real fault, but PoCL aborts on user events set to an error status.)
   for (auto& event : injected_hangs_) clSetUserEventStatus(event.get(), CL_COMPLETE);
@@ -113,20 +254,6 @@ Context::~Context() {
   programs_.reset();
   if (pool_) trim_pool();
 }
-
-namespace {
-// The kernel handed out while planning: an address of ours, never passed to OpenCL (launches return first).
-struct PlannedKernel {
-} g_planned_kernel;
-cl_kernel planned_kernel() {
-  return reinterpret_cast<cl_kernel>(&g_planned_kernel);
-}
-
-MemHandle retained(const MemHandle& mem) {
-  check(clRetainMemObject(mem.get()), "clRetainMemObject", "a planning stand-in");
-  return MemHandle(mem.get());
-}
-}  // namespace
 
 void Context::begin_planning() {
   cl_int status = CL_SUCCESS;
@@ -146,6 +273,7 @@ std::vector<ProgramRequest> Context::end_planning() {
 Buffer Context::buffer(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
   if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
+  if (commands_) return recorded_buffer(bytes);
   if (bytes > info().max_allocation)
     throw Error(ErrorKind::OutOfMemory,
                 "a buffer of " + std::to_string(bytes >> 20) + " MiB exceeds the device's largest allocation (" +
@@ -243,17 +371,20 @@ cl_mem Context::zeroed_counters(std::size_t count) {
     counters_ = std::move(fresh);
     counters_count_ = n;
   }
+  if (commands_) commands_buffers_.push_back(retained(counters_));  // grown later, the recorded launches keep it
   return counters_.get();
 }
 
 void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset) {
   if (planning_) return;
+  if (commands_) refuse_while_recording("a write of " + std::to_string(bytes) + " bytes");
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
 }
 
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {
   if (planning_) return;
+  if (commands_) refuse_while_recording("a read of " + std::to_string(bytes) + " bytes");
   check(clEnqueueReadBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueReadBuffer", std::to_string(bytes) + " bytes");
 }
@@ -265,6 +396,7 @@ void CL_CALLBACK release_read(cl_event, cl_int, void* user) {
 }  // namespace
 
 Context::PendingRead Context::read_async(const Buffer& buffer, std::size_t bytes, std::size_t offset) {
+  if (commands_) refuse_while_recording("a read of " + std::to_string(bytes) + " bytes");
   PendingRead read{std::make_shared<std::vector<unsigned char>>(bytes), {}};
   cl_event event = nullptr;
   check(
@@ -287,6 +419,7 @@ double Context::device_ms(cl_event event) {
 }
 
 void Context::finish() {
+  if (commands_) refuse_while_recording("a wait for the queue");
   if (watchdog_.count() <= 0 && !hung_) {
     check(clFinish(queue_.get()), "clFinish");
     return;
@@ -304,6 +437,7 @@ void Context::throw_if_hung() const {
 
 EventHandle Context::marker(std::string_view what) {
   throw_if_hung();
+  if (commands_) refuse_while_recording(std::string("a marker (") + std::string(what) + ")");
   cl_event user = nullptr;
   if (inject(CL_SUCCESS, kHangFault) != CL_SUCCESS) {
     cl_int status = CL_SUCCESS;
@@ -320,6 +454,7 @@ EventHandle Context::marker(std::string_view what) {
 
 void Context::wait(cl_event event, std::string_view what) {
   throw_if_hung();
+  if (commands_) refuse_while_recording(std::string("a wait (") + std::string(what) + ")");
   if (watchdog_.count() <= 0) {
     check(clWaitForEvents(1, &event), "clWaitForEvents", what);
     return;
@@ -411,6 +546,15 @@ void Context::set_arg(cl_kernel kernel, cl_uint index, const LocalMemory& local)
 void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local) {
   if (planning_) return;
   const cl_uint dims = global.dims ? global.dims : 1;
+  if (commands_) {
+    // Recorded, not run: no event, no flush; the arguments set so far are captured now.
+    check_lazily(command_buffer_api_->ndrange(commands_, nullptr, nullptr, kernel, dims, nullptr, global.size.data(),
+                                              local.dims ? local.size.data() : nullptr, 0, nullptr, nullptr, nullptr),
+                 "clCommandNDRangeKernelKHR",
+                 [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
+    ++commands_launches_;
+    return;
+  }
   cl_event event = nullptr;
   const bool with_event = recording_ && launch_events_;
   const cl_int status =
@@ -434,7 +578,8 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
 }
 
 void Context::set_stage(std::string stage) {
-  if (recording_ && !launch_events_ && !planning_ && stage != stage_) {
+  // A recorded command buffer has no stage marks (a marker would run now, not with its launches).
+  if (recording_ && !launch_events_ && !planning_ && !commands_ && stage != stage_) {
     // The marker completes once everything before it has: its time is the end of the stage before and the start of
     // this one (the queue is in order).
     cl_event event = nullptr;

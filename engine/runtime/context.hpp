@@ -7,6 +7,7 @@
 #pragma once
 
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 #include <array>
 #include <chrono>
@@ -110,6 +111,38 @@ struct ContextOptions {
   std::optional<TuningOverrides> tuning;
 };
 
+// Launches recorded once into a command buffer (cl_khr_command_buffer) and enqueued as one command, as often as
+// wanted (Context::begin_commands). Each launch keeps the arguments it was recorded with, buffers included: what
+// changes between enqueues is the contents of buffers, never an argument. The buffers allocated while recording
+// (outputs and temporaries) are the command buffer's own: made outside the pool, so no later allocation is handed
+// memory that a recorded launch writes, and kept until the handle goes. Buffers from before the recording (inputs,
+// weights) must outlive every enqueue. Released with the handle (the driver keeps it until the queue has passed
+// its last enqueue).
+class CommandBuffer {
+ public:
+  CommandBuffer() = default;
+  ~CommandBuffer();
+  CommandBuffer(CommandBuffer&& other) noexcept
+      : buffer_(std::exchange(other.buffer_, nullptr)),
+        release_(other.release_),
+        launches_(other.launches_),
+        keep_(std::move(other.keep_)),
+        last_run_(std::move(other.last_run_)) {}
+  CommandBuffer& operator=(CommandBuffer&& other) noexcept;
+  CommandBuffer(const CommandBuffer&) = delete;
+  CommandBuffer& operator=(const CommandBuffer&) = delete;
+  explicit operator bool() const { return buffer_ != nullptr; }
+  std::size_t launches() const { return launches_; }
+
+ private:
+  friend class Context;
+  cl_command_buffer_khr buffer_ = nullptr;
+  clReleaseCommandBufferKHR_fn release_ = nullptr;
+  std::size_t launches_ = 0;
+  std::vector<MemHandle> keep_;  // every buffer allocated while recording (see Context::begin_commands)
+  mutable Handle<cl_event, clReleaseEvent> last_run_;  // its last enqueue's event
+};
+
 class Context {
  public:
   explicit Context(const DeviceHandle& device, const ContextOptions& options = {});
@@ -120,7 +153,12 @@ class Context {
   const DeviceInfo& info() const { return device_.info; }
   cl_context context() const { return context_.get(); }
   cl_device_id device() const { return device_.device; }
-  cl_command_queue queue() const { return queue_.get(); }
+  // The queue, for commands the context has no method for (fills). Not while launches are being recorded into a
+  // command buffer: a command enqueued on the queue then would run once, now, not with the recorded launches.
+  cl_command_queue queue() const {
+    if (commands_) refuse_while_recording("a command on the queue itself");
+    return queue_.get();
+  }
 
   // ---- memory ----
   // A buffer of at least `bytes` from the pool (contents undefined). Returns to the pool when destroyed.
@@ -191,6 +229,22 @@ class Context {
   void wait(cl_event event, std::string_view what);
   bool hung() const { return hung_; }
 
+  // ---- recorded command buffers ----
+  // Whether this device's driver offers cl_khr_command_buffer for a queue like this context's (in order, with
+  // profiling).
+  bool command_buffers_supported() const { return command_buffer_api_ != nullptr; }
+  // From here to end_commands(), launches are recorded into a command buffer rather than enqueued: nothing runs.
+  // Any other command (a transfer, a fill, a marker, a wait) throws Error (Device) meanwhile, as it could not take
+  // its place among the recorded launches. Buffers allocated meanwhile come from outside the pool, one each, none
+  // reused (the command buffer keeps them): record sequences whose temporaries fit twice. Throws Error (Device)
+  // where command buffers are not supported.
+  void begin_commands();
+  bool recording_commands() const { return commands_ != nullptr; }
+  // The launches recorded since begin_commands(), finalised.
+  CommandBuffer end_commands();
+  // Enqueues every launch of `commands`, in their order, behind the work already enqueued.
+  void enqueue_commands(const CommandBuffer& commands);
+
   // ---- planning ----
   // While planning, nothing runs and nothing is built: kernel() records the program it would build and hands out a
   // stand-in (never to reach OpenCL), launches and transfers do nothing, and buffers are stand-ins of the size asked
@@ -243,6 +297,12 @@ class Context {
   void enqueue(cl_kernel kernel, const Range& global, const Range& local);
   // Throws Error (Device) once the watchdog has declared the device hung.
   void throw_if_hung() const;
+  [[noreturn]] void refuse_while_recording(std::string_view what) const;
+  struct CommandBufferApi;
+  static std::unique_ptr<CommandBufferApi> command_buffer_api(const DeviceHandle& device,
+                                                              cl_command_queue_properties queue);
+  void discard_commands();                    // the command buffer being recorded, if any, released unfinished
+  Buffer recorded_buffer(std::size_t bytes);  // buffer() while recording
 
   DeviceHandle device_;
   ContextHandle context_;
@@ -260,6 +320,11 @@ class Context {
   bool hung_ = false;
   // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
   std::vector<EventHandle> injected_hangs_;
+
+  std::unique_ptr<CommandBufferApi> command_buffer_api_;  // null: not supported here
+  cl_command_buffer_khr commands_ = nullptr;              // being recorded (begin_commands .. end_commands)
+  std::size_t commands_launches_ = 0;
+  std::vector<MemHandle> commands_buffers_;  // allocated while recording, for the command buffer to keep
 
   bool planning_ = false;
   MemHandle planning_memory_;  // what every stand-in buffer refers to

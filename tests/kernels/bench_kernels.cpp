@@ -410,3 +410,76 @@ TEST(KernelBench, DISABLED_TensorCoreLaunchFloor) {
       }
   }
 }
+
+TEST(KernelBench, DISABLED_CommandBufferLaunchFloor) {
+  // Whether launches recorded into a command buffer (cl_khr_command_buffer) cost the device less than the same
+  // launches enqueued one by one (≈ 6 µs each through NVIDIA's OpenCL driver, 2026-12-04): n launches held behind
+  // a user event, released at once, timed between two markers, both ways. Small kernels (the launch alone) and the
+  // text encoder's products (77 rows, where the launch is most of the time).
+  auto& ctx = test::kernel_context();
+  test::TensorCorePathScope path(ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx
+                                                                        : cl::TensorCores::Emulated);
+  if (!ctx.command_buffers_supported()) GTEST_FAIL() << ctx.info().name << " offers no cl_khr_command_buffer";
+  // `enqueue` puts the n launches on the queue behind the gate; the time from the gate's marker to the last marker.
+  auto gated_us = [&](int n, const std::function<void()>& enqueue) {
+    cl_int status = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(ctx.context(), &status);
+    EXPECT_EQ(status, CL_SUCCESS);
+    cl_event first = nullptr, last = nullptr;
+    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, &first), CL_SUCCESS);
+    enqueue();
+    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 0, nullptr, &last), CL_SUCCESS);
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    ctx.finish();
+    cl_ulong begin = 0, end = 0;
+    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_END, sizeof begin, &begin, nullptr);
+    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    clReleaseEvent(first);
+    clReleaseEvent(last);
+    clReleaseEvent(gate);
+    return (end - begin) * 1e-3 / n;
+  };
+  auto compare = [&](const char* name, int n, const std::function<void()>& op) {
+    op();  // programs built, pool warm
+    ctx.finish();
+    ctx.begin_commands();
+    for (int i = 0; i < n; ++i) op();
+    const cl::CommandBuffer commands = ctx.end_commands();
+    double direct = 0, recorded = 0;
+    constexpr int kRounds = 3;
+    for (int r = 0; r < kRounds; ++r) {  // in turns
+      direct += gated_us(n, [&] {
+        for (int i = 0; i < n; ++i) op();
+      });
+      recorded += gated_us(n, [&] { ctx.enqueue_commands(commands); });
+    }
+    std::printf("  %s, %d launches: one by one %.2f us a launch, recorded %.2f us a launch\n", name, n,
+                direct / kRounds, recorded / kRounds);
+  };
+  const nn::Tensor single = random_tensor(ctx, {1}, 50);
+  const nn::Tensor small = random_tensor(ctx, {77, 1024}, 51);
+  for (int n : {100, 400}) {
+    compare("scale of 1 value", n, [&] { nn::scale(ctx, single, 0.5f); });
+    compare("scale 77x1024", n, [&] { nn::scale(ctx, small, 0.5f); });
+  }
+  const nn::Tensor x = random_tensor(ctx, {77, 1024}, 52);
+  const nn::Tensor w_out = random_weight(ctx, {1024, 1024}, DType::F16, 53);
+  const nn::Tensor w_fc1 = random_weight(ctx, {4096, 1024}, DType::F16, 54);
+  const nn::Tensor h = random_tensor(ctx, {77, 4096}, 55);
+  const nn::Tensor w_fc2 = random_weight(ctx, {1024, 4096}, DType::F16, 56);
+  compare("text out 77x1024->1024", 92, [&] { nn::linear(ctx, x, w_out, nullptr); });
+  // One layer's products in the text encoder's order, 23 layers' worth.
+  compare("text out, fc1, fc2 in turn", 3 * 23, [&, i = 0]() mutable {
+    switch (i++ % 3) {
+      case 0:
+        nn::linear(ctx, x, w_out, nullptr);
+        break;
+      case 1:
+        nn::linear(ctx, x, w_fc1, nullptr, nn::Act::GELU);
+        break;
+      default:
+        nn::linear(ctx, h, w_fc2, nullptr);
+        break;
+    }
+  });
+}

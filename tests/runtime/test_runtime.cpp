@@ -57,6 +57,7 @@ TEST(Devices, RejectsAnUnknownSelectorListingTheValidOnes) {
 TEST(ClError, NamesCodesAndGivesHints) {
   EXPECT_STREQ(cl::error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
   EXPECT_STREQ(cl::error_name(CL_INVALID_KERNEL_NAME), "CL_INVALID_KERNEL_NAME");
+  EXPECT_STREQ(cl::error_name(-1140), "CL_INCOMPATIBLE_COMMAND_QUEUE_KHR");  // cl_khr_command_buffer's
   try {
     cl::check(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer", "weights");
     FAIL();
