@@ -4,6 +4,8 @@
 // "text_encoder.text_model.…"; single-file checkpoints are renamed (and their unused last block dropped) by io.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "io/model_config.hpp"
@@ -33,8 +35,14 @@ class ClipTextEncoder {
  public:
   // scope: the "text_encoder." part of a model's weights.
   ClipTextEncoder(const nn::WeightScope& scope, const io::TextEncoderConfig& config);
+  ~ClipTextEncoder();
+  ClipTextEncoder(ClipTextEncoder&&) noexcept;
+  ClipTextEncoder& operator=(ClipTextEncoder&&) noexcept;
 
-  // ids: T ≤ max_positions token ids (77 from the tokenizer) → last_hidden_state [T, hidden]
+  // ids: T ≤ max_positions token ids (77 from the tokenizer) → last_hidden_state [T, hidden]. Where the tuning
+  // says so (TuningRow::record_text_encoder) and the driver offers command buffers, the launches after the ids'
+  // upload are recorded once (per context, T and tuning epoch) and each call enqueues them as one command, then
+  // copies their output into a tensor of its own: the same kernels and arguments, so the same bits.
   nn::Tensor operator()(cl::Context& ctx, const std::vector<int>& ids) const;
 
   const io::TextEncoderConfig& config() const { return config_; }
@@ -45,6 +53,14 @@ class ClipTextEncoder {
   nn::Tensor position_embedding_;  // [P, C]
   std::vector<ClipEncoderLayer> layers_;
   nn::LayerNorm final_layer_norm_;
+
+  // The launches from the embedding to the final layer norm (without the ids' upload).
+  nn::Tensor forward(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T) const;
+  bool records(const cl::Context& ctx, std::int64_t T) const;
+  nn::Tensor replay(cl::Context& ctx, const std::vector<int>& ids) const;
+  struct Recorded;
+  mutable std::unique_ptr<Recorded> recorded_;
+  mutable bool recording_failed_ = false;  // a launch could not be recorded: launched one by one from then on
 };
 
 }  // namespace sdt::models

@@ -175,6 +175,10 @@ Tensor from_tokens(cl::Context& ctx, const Tensor& tokens, std::int64_t H, std::
 // Embeddings.
 // Token + position embedding.   ids: host [T], table: [V, C], positions: [P ≥ T, C] → [T, C]
 Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor& table, const Tensor& positions);
+// The same from T ids already on the device (int32; the caller checked them against the table's rows): launches
+// only, so it can be recorded into a command buffer.
+Tensor embed_tokens(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T, const Tensor& table,
+                    const Tensor& positions);
 // Sinusoidal timestep embedding as diffusers' get_timestep_embedding: half = dim/2,
 // freq_i = exp(−ln(10000) · i / (half − shift)), args = t · freq; [sin, cos] or [cos, sin] when flip_sin_to_cos.
 // → [dim]

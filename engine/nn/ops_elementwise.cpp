@@ -210,12 +210,25 @@ Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor&
       fail(op, "token id " + std::to_string(ids[t]) + " at position " + std::to_string(t) + " is outside the table's " +
                    std::to_string(V) + " rows");
 
-  Tensor out = empty(ctx, {T, C});
   cl::Buffer ids_device = ctx.buffer(ids.size() * sizeof(int));
   detail::upload_async(ctx, ids_device, ids.data(), ids.size() * sizeof(int));
+  return embed_tokens(ctx, ids_device, T, table, positions);
+}
+
+Tensor embed_tokens(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T, const Tensor& table,
+                    const Tensor& positions) {
+  const std::string op = "embed_tokens";
+  if (!table.defined() || table.rank() != 2) fail(op, "expected table [V, C], got " + describe("table", table));
+  const std::int64_t C = table.dim(1);
+  if (!positions.defined() || positions.rank() != 2 || positions.dim(1) != C || positions.dim(0) < T)
+    fail(op, "expected positions [P >= " + std::to_string(T) + ", " + std::to_string(C) + "], got " +
+                 describe("positions", positions));
+  if (T <= 0 || ids.bytes() < static_cast<std::size_t>(T) * sizeof(int))
+    fail(op, std::to_string(T) + " token ids in a buffer of " + std::to_string(ids.bytes()) + " bytes");
+  Tensor out = empty(ctx, {T, C});
   const std::string options = detail::half_define("TABLE_HALF", &table) + detail::half_define("POS_HALF", &positions);
   launch_2d(ctx, ctx.kernel("embedding", "embed_tokens", options), C, T, kLocal, static_cast<int>(T),
-            static_cast<int>(C), ids_device, table.buffer, positions.buffer, out.buffer);
+            static_cast<int>(C), ids, table.buffer, positions.buffer, out.buffer);
   return out;
 }
 

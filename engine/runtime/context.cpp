@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -165,6 +166,7 @@ CommandBuffer& CommandBuffer::operator=(CommandBuffer&& other) noexcept {
     release_ = other.release_;
     launches_ = other.launches_;
     keep_ = std::move(other.keep_);
+    kernels_ = std::move(other.kernels_);
     last_run_ = std::move(other.last_run_);
   }
   return *this;
@@ -187,6 +189,7 @@ void Context::begin_commands() {
   cl_command_buffer_khr buffer =
       command_buffer_api_->create(1, &queue, command_buffer_api_->simultaneous ? simultaneous : nullptr, &status);
   commands_buffers_.clear();
+  commands_kernels_.clear();
   check(status, "clCreateCommandBufferKHR", device_.info.name);
   commands_ = buffer;
   commands_launches_ = 0;
@@ -200,6 +203,24 @@ Buffer Context::recorded_buffer(std::size_t bytes) {
   return Buffer(std::move(mem), bytes, nullptr);
 }
 
+cl_kernel Context::kernel_for_recording(cl_kernel kernel) {
+  cl_program program = nullptr;
+  check(clGetKernelInfo(kernel, CL_KERNEL_PROGRAM, sizeof program, &program, nullptr), "clGetKernelInfo",
+        "the program of " + kernel_name(kernel));
+  std::size_t size = 0;
+  check(clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &size), "clGetKernelInfo",
+        "the name of " + kernel_name(kernel));
+  std::string name(size, '\0');
+  check(clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, size, name.data(), nullptr), "clGetKernelInfo",
+        "the name of " + kernel_name(kernel));
+  name.resize(std::strlen(name.c_str()));
+  cl_int status = CL_SUCCESS;
+  KernelHandle own(clCreateKernel(program, name.c_str(), &status));
+  check(status, "clCreateKernel", name + " (recorded into a command buffer)");
+  commands_kernels_.push_back(std::move(own));
+  return commands_kernels_.back().get();
+}
+
 CommandBuffer Context::end_commands() {
   if (!commands_) throw Error(ErrorKind::Device, "end_commands without begin_commands", "call begin_commands first");
   CommandBuffer done;
@@ -208,14 +229,17 @@ CommandBuffer Context::end_commands() {
   done.launches_ = commands_launches_;
   done.keep_ = std::move(commands_buffers_);
   commands_buffers_.clear();
+  done.kernels_ = std::move(commands_kernels_);
+  commands_kernels_.clear();
   check(command_buffer_api_->finalize(done.buffer_), "clFinalizeCommandBufferKHR",
         std::to_string(done.launches_) + " launches");
   return done;
 }
 
-void Context::discard_commands() {
+void Context::abandon_commands() {
   if (commands_) command_buffer_api_->release(std::exchange(commands_, nullptr));
   commands_buffers_.clear();
+  commands_kernels_.clear();
 }
 
 void Context::enqueue_commands(const CommandBuffer& commands) {
@@ -236,7 +260,7 @@ void Context::enqueue_commands(const CommandBuffer& commands) {
 }
 
 Context::~Context() {
-  discard_commands();
+  abandon_commands();
   // A test's injected hang ends here: completing the user event lets the queue behind it drain. (Failing it
   // instead would be closer to a real fault, but PoCL aborts on user events set to an error status.)
   for (auto& event : injected_hangs_) clSetUserEventStatus(event.get(), CL_COMPLETE);
@@ -380,6 +404,13 @@ void Context::write(const Buffer& buffer, const void* data, std::size_t bytes, s
   if (commands_) refuse_while_recording("a write of " + std::to_string(bytes) + " bytes");
   check(clEnqueueWriteBuffer(queue_.get(), buffer.get(), CL_TRUE, offset, bytes, data, 0, nullptr, nullptr),
         "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes");
+}
+
+void Context::copy(const Buffer& from, const Buffer& to, std::size_t bytes) {
+  if (planning_) return;
+  if (commands_) refuse_while_recording("a copy of " + std::to_string(bytes) + " bytes");
+  check(clEnqueueCopyBuffer(queue_.get(), from.get(), to.get(), 0, 0, bytes, 0, nullptr, nullptr),
+        "clEnqueueCopyBuffer", std::to_string(bytes) + " bytes");
 }
 
 void Context::read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset) {

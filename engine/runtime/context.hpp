@@ -127,6 +127,7 @@ class CommandBuffer {
         release_(other.release_),
         launches_(other.launches_),
         keep_(std::move(other.keep_)),
+        kernels_(std::move(other.kernels_)),
         last_run_(std::move(other.last_run_)) {}
   CommandBuffer& operator=(CommandBuffer&& other) noexcept;
   CommandBuffer(const CommandBuffer&) = delete;
@@ -140,6 +141,7 @@ class CommandBuffer {
   clReleaseCommandBufferKHR_fn release_ = nullptr;
   std::size_t launches_ = 0;
   std::vector<MemHandle> keep_;  // every buffer allocated while recording (see Context::begin_commands)
+  std::vector<KernelHandle> kernels_;                  // a kernel object of its own for each recorded launch
   mutable Handle<cl_event, clReleaseEvent> last_run_;  // its last enqueue's event
 };
 
@@ -170,6 +172,8 @@ class Context {
   MemHandle scratch(std::size_t bytes);
   // Blocking host → device copy (the host memory may be reused on return).
   void write(const Buffer& buffer, const void* data, std::size_t bytes, std::size_t offset = 0);
+  // Device → device copy of `bytes` from the start of `from` to the start of `to`, queued (no wait).
+  void copy(const Buffer& from, const Buffer& to, std::size_t bytes);
   // Blocking device → host copy; this is a synchronisation point.
   void read(const Buffer& buffer, void* data, std::size_t bytes, std::size_t offset = 0);
   // The same copy queued behind the work already enqueued, without waiting, into host memory the copy owns until
@@ -214,6 +218,9 @@ class Context {
   template <typename... Args>
   void launch(cl_kernel kernel, const Range& global, const Range& local, const Args&... args) {
     if (planning_) return;
+    // Recorded: a kernel object of its own, so that no later setting of the shared one's arguments can reach the
+    // launch (PoCL 3.1 reads a recorded launch's arguments from its kernel object when the buffer runs).
+    if (commands_) kernel = kernel_for_recording(kernel);
     cl_uint index = 0;
     (set_arg(kernel, index++, args), ...);
     enqueue(kernel, global, local);
@@ -244,6 +251,8 @@ class Context {
   CommandBuffer end_commands();
   // Enqueues every launch of `commands`, in their order, behind the work already enqueued.
   void enqueue_commands(const CommandBuffer& commands);
+  // Ends a recording that failed (a command that cannot be recorded): what was recorded is dropped.
+  void abandon_commands();
 
   // ---- planning ----
   // While planning, nothing runs and nothing is built: kernel() records the program it would build and hands out a
@@ -268,6 +277,7 @@ class Context {
     launch_events_ = launch_events;
   }
   bool recording() const { return recording_; }
+  bool launch_events() const { return launch_events_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
   std::vector<KernelTiming> collect_timings();
   // The launches recorded so far; after a wait for a marker enqueued once `count` launches were recorded,
@@ -301,8 +311,8 @@ class Context {
   struct CommandBufferApi;
   static std::unique_ptr<CommandBufferApi> command_buffer_api(const DeviceHandle& device,
                                                               cl_command_queue_properties queue);
-  void discard_commands();                    // the command buffer being recorded, if any, released unfinished
   Buffer recorded_buffer(std::size_t bytes);  // buffer() while recording
+  cl_kernel kernel_for_recording(cl_kernel kernel);  // a new kernel object of the same program and function
 
   DeviceHandle device_;
   ContextHandle context_;
@@ -325,6 +335,7 @@ class Context {
   cl_command_buffer_khr commands_ = nullptr;              // being recorded (begin_commands .. end_commands)
   std::size_t commands_launches_ = 0;
   std::vector<MemHandle> commands_buffers_;  // allocated while recording, for the command buffer to keep
+  std::vector<KernelHandle> commands_kernels_;  // the recorded launches' own kernel objects
 
   bool planning_ = false;
   MemHandle planning_memory_;  // what every stand-in buffer refers to

@@ -325,6 +325,8 @@ TuningOverrides overrides_from_environment() {
   o.tc_gather_norm = flag_from_env("SDT_TC_GATHER_NORM",
                                    "0 normalises a convolution's input in a launch of its own, 1 in the "
                                    "tensor-core kernel's gather");
+  o.record_text_encoder =
+      flag_from_env("SDT_RECORD_TEXT", "1 records the text encoder's launches into a command buffer, 0 launches them");
   o.tc_half_normed_input =
       flag_from_env("SDT_TC_HALF_INPUT", "0 gives a tensor-core convolution its normalised input in fp32, 1 in fp16");
   return o;
@@ -381,6 +383,8 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
+  effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);
+  ++epoch_;
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
 }

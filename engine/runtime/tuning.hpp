@@ -249,6 +249,9 @@ struct TuningRow {
   SplitKRow split_k;
   std::size_t attention_block_bytes;  // score block of the wide-head attention (rows of [Tk] scores per step)
   WinogradRow winograd = {};
+  // The text encoder's launches recorded once into a command buffer (Context::begin_commands) and enqueued as one
+  // command per prompt, where the driver offers them. Off in every row until a device measures it.
+  bool record_text_encoder = false;
 };
 
 // The first row of the table that matches `info` (the last row matches every device).
@@ -277,6 +280,7 @@ struct TuningOverrides {
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
+  std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
 
@@ -289,6 +293,7 @@ struct TuningOverrides {
 // SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
+// SDT_RECORD_TEXT=0 or 1 (the text encoder's launches one by one or recorded into a command buffer),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
 // outside the fp16 bounds: for measurements). A value that breaks its kernel's rules is ignored with a warning.
@@ -350,7 +355,10 @@ class Tuning {
   // A first start builds the steady path's programs (the tensor cores', the row's own tiles, flash attention) after
   // the first image's quicker ones: until they are ready the products run the portable kernels on the row's
   // deferred tiles, attention as blocked products (pipeline/engine.cpp). Changed between generations only.
-  void defer_steady_path(bool deferred) { steady_path_deferred_ = deferred; }
+  void defer_steady_path(bool deferred) {
+    if (deferred != steady_path_deferred_) ++epoch_;
+    steady_path_deferred_ = deferred;
+  }
   bool steady_path_deferred() const { return steady_path_deferred_; }
   // For an M × N product of this mode: the override, else the row's big tiles for k×k convolutions and for other
   // products whose big tiles alone fill the device, the small ones otherwise and whenever M or N is 64 or less
@@ -376,6 +384,10 @@ class Tuning {
   bool tc_gather_norm() const { return effective_.tc_gather_norm.value_or(row_->tensor_cores.gather_norm); }
   // Whether a convolution's separately normalised input reaches the tensor-core kernel as fp16: the override, else
   // the row's half_normed_input.
+  bool record_text_encoder() const { return effective_.record_text_encoder.value_or(row_->record_text_encoder); }
+  // Changes whenever the choices above may have (overrides set, the steady path deferred or not): what was recorded
+  // under another epoch (a command buffer) is not what a launch would now choose.
+  std::uint64_t epoch() const { return epoch_; }
   bool tc_half_normed_input() const {
     return effective_.tc_half_normed_input.value_or(row_->tensor_cores.half_normed_input);
   }
@@ -414,6 +426,7 @@ class Tuning {
   bool tensor_cores_;
   bool ptx_rejected_ = false;
   bool steady_path_deferred_ = false;
+  std::uint64_t epoch_ = 0;
   std::optional<int> ldmatrix_;
   std::set<std::string> refused_summing_;
   TuningOverrides environment_;

@@ -95,6 +95,25 @@ TEST(CommandBuffer, RecordedLaunchesRunWhenEnqueuedOnTheContentsOfTheirBuffersTh
   EXPECT_TRUE(same_bits(nn::download(ctx, z), direct2));
 }
 
+TEST(CommandBuffer, OneKernelRecordedTwiceKeepsEachLaunchsArguments) {
+  // PoCL 3.1 read a recorded launch's arguments from the kernel object when the buffer ran, so two launches of one
+  // kernel both took the last one's: each recorded launch now has a kernel object of its own.
+  auto& ctx = test::kernel_context();
+  if (!ctx.command_buffers_supported()) GTEST_FAIL() << "the test device offers no cl_khr_command_buffer (PoCL does)";
+  const nn::Tensor x = nn::upload(ctx, test::random_floats(77 * 64, 6), {77, 64});
+  const nn::Tensor g = nn::upload(ctx, test::random_floats(64, 7), {64});
+  const auto direct = nn::download(ctx, nn::layer_norm(ctx, x, g, g, 1e-5f));
+  const nn::Tensor x2 = nn::upload(ctx, test::random_floats(77 * 64, 8), {77, 64});
+  const auto direct2 = nn::download(ctx, nn::layer_norm(ctx, x2, g, g, 1e-5f));
+  ctx.begin_commands();
+  const nn::Tensor y = nn::layer_norm(ctx, x, g, g, 1e-5f);
+  const nn::Tensor y2 = nn::layer_norm(ctx, x2, g, g, 1e-5f);
+  const cl::CommandBuffer commands = ctx.end_commands();
+  ctx.enqueue_commands(commands);
+  EXPECT_TRUE(same_bits(nn::download(ctx, y), direct));
+  EXPECT_TRUE(same_bits(nn::download(ctx, y2), direct2));
+}
+
 TEST(CommandBuffer, OtherCommandsAreRefusedWhileRecordingAndTheRecordingEndsCleanly) {
   auto& ctx = test::kernel_context();
   if (!ctx.command_buffers_supported()) GTEST_FAIL() << "the test device offers no cl_khr_command_buffer (PoCL does)";

@@ -2,6 +2,7 @@
 // every file layout: the single files carry an extra, poisoned resblock that must not be used.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 
 #include "models/clip_text_encoder.hpp"
@@ -95,6 +96,45 @@ TEST(ClipTextEncoder, LayerNormsInTheTensorCoreGatherKeepTheHiddenStates) {
   EXPECT_EQ(d.non_finite, 0u);
   EXPECT_LE(between.rel_l2, 5e-4);
   EXPECT_LE(d.rel_l2, 2e-3);
+}
+
+TEST(ClipTextEncoder, RecordedLaunchesGiveEachPromptTheSameBitsAsLaunchesOneByOne) {
+  // TuningRow::record_text_encoder: the launches recorded once into a command buffer and enqueued per prompt, each
+  // result copied out of the recording's output. Three prompts in turn (the second recording's run must not keep
+  // the first prompt's values, nor the returned tensors share the output they were copied from), against the same
+  // encoder launching one by one, bit for bit, and transformers within the fp32 bound.
+  const FixtureRefs& refs = FixtureRefs::get();
+  const io::ModelFiles& files = fixture_model("model");
+  cl::Context& ctx = shared_context();
+  ASSERT_TRUE(ctx.command_buffers_supported()) << "the test device offers no cl_khr_command_buffer (PoCL does)";
+  const auto encoder = load_fp32<models::ClipTextEncoder>(files, "text_encoder", files.text_encoder);
+  std::vector<std::string> names;
+  std::set<std::string> prompts_seen;
+  for (const auto& c : refs.txt2img_cases())
+    if (prompts_seen.insert(c["prompt"].get<std::string>()).second) names.push_back(c["case"]);
+  ASSERT_GE(names.size(), 2u);
+  const auto ids_of = [&](const std::string& name) {
+    const std::vector<std::int32_t> ids = refs.ids(name + "_ids");
+    return std::vector<int>(ids.begin(), ids.end());
+  };
+  std::vector<std::vector<float>> direct;
+  for (const auto& name : names) direct.push_back(nn::download(ctx, encoder(ctx, ids_of(name))));
+
+  const TuningScope record(ctx, [](cl::TuningOverrides& o) { o.record_text_encoder = true; });
+  std::vector<nn::Tensor> kept;  // alive together: each its own buffer
+  const std::size_t before = ctx.recorded_count();
+  for (std::size_t i = 0; i < names.size(); ++i) kept.push_back(encoder(ctx, ids_of(names[i])));
+  kept.push_back(encoder(ctx, ids_of(names[0])));  // the first prompt again, after the others
+  EXPECT_EQ(ctx.recorded_count(), before);
+  for (std::size_t i = 0; i <= names.size(); ++i) {
+    const std::size_t p = i % names.size();
+    const std::vector<float> got = nn::download(ctx, kept[i]);
+    ASSERT_EQ(got.size(), direct[p].size());
+    EXPECT_EQ(std::memcmp(got.data(), direct[p].data(), got.size() * sizeof(float)), 0)
+        << names[p] << " (run " << i << "): the recorded launches differ from the launches one by one";
+    const Diff d = report(names[p] + " text_hidden (recorded)", got, refs.tensor(names[p] + "_text_hidden"));
+    EXPECT_LE(d.rel_l2, 1e-4) << names[p];
+  }
 }
 
 }  // namespace
