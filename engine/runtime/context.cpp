@@ -107,8 +107,8 @@ cl_kernel planned_kernel() {
   return reinterpret_cast<cl_kernel>(&g_planned_kernel);
 }
 
-MemHandle retained(const MemHandle& mem) {
-  check(clRetainMemObject(mem.get()), "clRetainMemObject", "a planning stand-in");
+MemHandle retained(const MemHandle& mem, const char* what) {
+  check(clRetainMemObject(mem.get()), "clRetainMemObject", what);
   return MemHandle(mem.get());
 }
 }  // namespace
@@ -199,7 +199,7 @@ Buffer Context::recorded_buffer(std::size_t bytes) {
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (recorded into a command buffer)");
-  commands_buffers_.push_back(retained(mem));
+  commands_buffers_.push_back(retained(mem, "a buffer recorded into a command buffer"));
   return Buffer(std::move(mem), bytes, nullptr);
 }
 
@@ -296,7 +296,7 @@ std::vector<ProgramRequest> Context::end_planning() {
 
 Buffer Context::buffer(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
-  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
+  if (planning_) return Buffer(retained(planning_memory_, "a planning stand-in"), bytes, nullptr);
   if (commands_) return recorded_buffer(bytes);
   if (bytes > info().max_allocation)
     throw Error(ErrorKind::OutOfMemory,
@@ -335,7 +335,7 @@ Buffer Context::buffer(std::size_t bytes) {
 
 Buffer Context::persistent(std::size_t bytes) {
   if (bytes == 0) bytes = 4;
-  if (planning_) return Buffer(retained(planning_memory_), bytes, nullptr);
+  if (planning_) return Buffer(retained(planning_memory_, "a planning stand-in"), bytes, nullptr);
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (weights)");
@@ -350,7 +350,7 @@ Buffer Context::persistent(std::size_t bytes) {
 }
 
 MemHandle Context::scratch(std::size_t bytes) {
-  if (planning_) return retained(planning_memory_);
+  if (planning_) return retained(planning_memory_, "a planning stand-in");
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, std::max<std::size_t>(bytes, 4), nullptr, &status));
   check(status, "clCreateBuffer", std::to_string(bytes) + " bytes (scratch)");
@@ -395,7 +395,9 @@ cl_mem Context::zeroed_counters(std::size_t count) {
     counters_ = std::move(fresh);
     counters_count_ = n;
   }
-  if (commands_) commands_buffers_.push_back(retained(counters_));  // grown later, the recorded launches keep it
+  if (commands_)
+    commands_buffers_.push_back(
+        retained(counters_, "the counters of recorded launches"));  // grown later, the recorded launches keep it
   return counters_.get();
 }
 
