@@ -315,6 +315,28 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
   }
 }
 
+// The device's own rate: the `n` launches that `enqueue` puts on the queue, held behind a user event and released
+// at once, timed from the gate's marker to a marker after them (profiling events on the two markers only), so
+// neither the host's enqueue nor a per-launch event is in it. Microseconds a launch.
+static double gated_device_us(cl::Context& ctx, int n, const std::function<void()>& enqueue) {
+  cl_int status = CL_SUCCESS;
+  cl_event gate = clCreateUserEvent(ctx.context(), &status);
+  EXPECT_EQ(status, CL_SUCCESS);
+  cl_event first = nullptr, last = nullptr;
+  EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, &first), CL_SUCCESS);
+  enqueue();
+  EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 0, nullptr, &last), CL_SUCCESS);
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  ctx.finish();
+  cl_ulong begin = 0, end = 0;
+  clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_END, sizeof begin, &begin, nullptr);
+  clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+  clReleaseEvent(first);
+  clReleaseEvent(last);
+  clReleaseEvent(gate);
+  return (end - begin) * 1e-3 / n;
+}
+
 TEST(KernelBench, DISABLED_TensorCoreLaunchFloor) {
   // Where a small product's time goes on the tensor-core path: an elementwise launch's floor, gemm_tc at one
   // work-group with one K step and more (the cost of a K step), and the text encoder's products at each K split
@@ -339,28 +361,13 @@ TEST(KernelBench, DISABLED_TensorCoreLaunchFloor) {
     }
     return text;
   };
-  // The device's own rate: `n` launches held behind a user event, released at once, timed from the gate's marker
-  // to a marker after them (profiling events on the two markers only), so neither the host's enqueue nor a
-  // per-launch event is in it.
+  // The device's own rate, one launch at a time behind the gate (programs built first).
   auto gated_us = [&](int n, const std::function<void()>& op) {
     op();
     ctx.finish();
-    cl_int status = CL_SUCCESS;
-    cl_event gate = clCreateUserEvent(ctx.context(), &status);
-    EXPECT_EQ(status, CL_SUCCESS);
-    cl_event first = nullptr, last = nullptr;
-    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, &first), CL_SUCCESS);
-    for (int i = 0; i < n; ++i) op();
-    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 0, nullptr, &last), CL_SUCCESS);
-    clSetUserEventStatus(gate, CL_COMPLETE);
-    ctx.finish();
-    cl_ulong begin = 0, end = 0;
-    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_END, sizeof begin, &begin, nullptr);
-    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
-    clReleaseEvent(first);
-    clReleaseEvent(last);
-    clReleaseEvent(gate);
-    return (end - begin) * 1e-3 / n;
+    return gated_device_us(ctx, n, [&] {
+      for (int i = 0; i < n; ++i) op();
+    });
   };
   const nn::Tensor small = random_tensor(ctx, {77, 1024}, 30);
   const nn::Tensor single = random_tensor(ctx, {1}, 37);
@@ -420,25 +427,6 @@ TEST(KernelBench, DISABLED_CommandBufferLaunchFloor) {
   test::TensorCorePathScope path(ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx
                                                                         : cl::TensorCores::Emulated);
   if (!ctx.command_buffers_supported()) GTEST_FAIL() << ctx.info().name << " offers no cl_khr_command_buffer";
-  // `enqueue` puts the n launches on the queue behind the gate; the time from the gate's marker to the last marker.
-  auto gated_us = [&](int n, const std::function<void()>& enqueue) {
-    cl_int status = CL_SUCCESS;
-    cl_event gate = clCreateUserEvent(ctx.context(), &status);
-    EXPECT_EQ(status, CL_SUCCESS);
-    cl_event first = nullptr, last = nullptr;
-    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, &first), CL_SUCCESS);
-    enqueue();
-    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 0, nullptr, &last), CL_SUCCESS);
-    clSetUserEventStatus(gate, CL_COMPLETE);
-    ctx.finish();
-    cl_ulong begin = 0, end = 0;
-    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_END, sizeof begin, &begin, nullptr);
-    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
-    clReleaseEvent(first);
-    clReleaseEvent(last);
-    clReleaseEvent(gate);
-    return (end - begin) * 1e-3 / n;
-  };
   auto compare = [&](const char* name, int n, const std::function<void()>& op) {
     op();  // programs built, pool warm
     ctx.finish();
@@ -448,10 +436,10 @@ TEST(KernelBench, DISABLED_CommandBufferLaunchFloor) {
     double direct = 0, recorded = 0;
     constexpr int kRounds = 3;
     for (int r = 0; r < kRounds; ++r) {  // in turns
-      direct += gated_us(n, [&] {
+      direct += gated_device_us(ctx, n, [&] {
         for (int i = 0; i < n; ++i) op();
       });
-      recorded += gated_us(n, [&] { ctx.enqueue_commands(commands); });
+      recorded += gated_device_us(ctx, n, [&] { ctx.enqueue_commands(commands); });
     }
     std::printf("  %s, %d launches: one by one %.2f us a launch, recorded %.2f us a launch\n", name, n,
                 direct / kRounds, recorded / kRounds);
