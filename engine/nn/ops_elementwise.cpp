@@ -194,16 +194,23 @@ Tensor from_tokens(cl::Context& ctx, const Tensor& tokens, std::int64_t H, std::
   return out;
 }
 
-Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor& table, const Tensor& positions) {
-  const std::string op = "embed_tokens";
+// The embedding tables for T tokens: table [V, C] and positions [P >= T, C], both weights.
+static void check_embedding_tables(const std::string& op, const Tensor& table, const Tensor& positions,
+                                   std::int64_t T) {
   if (!table.defined() || table.rank() != 2) fail(op, "expected table [V, C], got " + describe("table", table));
-  const std::int64_t V = table.dim(0), C = table.dim(1);
-  const std::int64_t T = static_cast<std::int64_t>(ids.size());
-  detail::require_weight(op, "table", table, {V, C});
+  const std::int64_t C = table.dim(1);
+  detail::require_weight(op, "table", table, table.shape);
   if (!positions.defined() || positions.rank() != 2 || positions.dim(1) != C || positions.dim(0) < T)
     fail(op, "expected positions [P >= " + std::to_string(T) + ", " + std::to_string(C) + "], got " +
                  describe("positions", positions));
   detail::require_weight(op, "positions", positions, positions.shape);
+}
+
+Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor& table, const Tensor& positions) {
+  const std::string op = "embed_tokens";
+  const std::int64_t T = static_cast<std::int64_t>(ids.size());
+  check_embedding_tables(op, table, positions, T);
+  const std::int64_t V = table.dim(0);
   if (T == 0) fail(op, "no token ids");
   for (std::size_t t = 0; t < ids.size(); ++t)
     if (ids[t] < 0 || ids[t] >= V)
@@ -218,11 +225,8 @@ Tensor embed_tokens(cl::Context& ctx, const std::vector<int>& ids, const Tensor&
 Tensor embed_tokens(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T, const Tensor& table,
                     const Tensor& positions) {
   const std::string op = "embed_tokens";
-  if (!table.defined() || table.rank() != 2) fail(op, "expected table [V, C], got " + describe("table", table));
+  check_embedding_tables(op, table, positions, T);
   const std::int64_t C = table.dim(1);
-  if (!positions.defined() || positions.rank() != 2 || positions.dim(1) != C || positions.dim(0) < T)
-    fail(op, "expected positions [P >= " + std::to_string(T) + ", " + std::to_string(C) + "], got " +
-                 describe("positions", positions));
   if (T <= 0 || ids.bytes() < static_cast<std::size_t>(T) * sizeof(int))
     fail(op, std::to_string(T) + " token ids in a buffer of " + std::to_string(ids.bytes()) + " bytes");
   Tensor out = empty(ctx, {T, C});

@@ -384,9 +384,9 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);
-  ++epoch_;
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
+  ++epoch_;  // what a recording made before chose may differ now
 }
 
 bool Tuning::fused_splitk_for(const TcConfig& tile) const {
