@@ -5,7 +5,10 @@
 //
 // Letters: Tq queries, Tk keys, D = HEAD_DIM (compile-time, up to 128), h the head.
 // q: [Tq, ldq] with head h at columns q_off + h*D .. q_off + h*D + D - 1; k: [Tk, ldk], v: [Tk, ldv] from k_off /
-// v_off likewise (column ranges of one fused q/k/v projection's output); out: [Tq, ldo], all fp32.
+// v_off likewise (column ranges of one fused q/k/v projection's output); out: [Tq, ldo], fp32. q, k and v are fp32,
+// or with ATT_HALF fp16 (a self-attention's projection written in fp16 by gemm_tc.cl: the values this kernel would
+// round them to, so the same bits out, and half the bytes: every work-group of a head reads all of its K and V, for
+// the UNet's 4096-token self-attention 320 work-groups × 2 MB in fp32, 640 MB a launch through the L2).
 // global (ceil(Tq / BQ) * NTHREADS, heads), local (NTHREADS): a work-group owns BQ = 16 * ATT_TC_WARPS queries
 // of one head, one warp per 16 of them, and walks the keys ATT_TC_BK at a time. Per key block:
 //   1. K (rows) and V (transposed: d rows, key pairs along the row) enter local memory, rounded to fp16;
@@ -38,8 +41,21 @@
 #ifndef ATT_TC_BK
 #define ATT_TC_BK 64
 #endif
-#ifndef ATT_ALIGN4  // 1: HEAD_DIM, every row stride and column offset are multiples of 4 floats: float4 loads
+#ifndef ATT_ALIGN4  // 1: HEAD_DIM, every row stride and column offset are multiples of 4 elements: vector loads
 #define ATT_ALIGN4 0
+#endif
+#ifndef ATT_HALF  // 1: q, k and v hold fp16 values (16-bit patterns, as gemm_tc.cl's C_HALF writes them), else fp32
+#define ATT_HALF 0
+#endif
+#if ATT_HALF
+// Four head columns as two words of fp16 pairs: the tiles' own format, stored as loaded.
+#define ATT_IN_T ushort
+#define ATT_VEC uint2
+#define ATT_PAIRS(val) (val)
+#else
+#define ATT_IN_T float
+#define ATT_VEC float4
+#define ATT_PAIRS(val) ((uint2)(pack_half2((val).x, (val).y), pack_half2((val).z, (val).w)))
 #endif
 
 #define DP ((HEAD_DIM + 15) / 16 * 16)  // head width padded to whole k16 steps
@@ -99,14 +115,30 @@ inline void att_mma_emulated(float* d, __local const uint* XA, int lda, __local 
 }
 #endif
 
-// Four consecutive head columns d .. d + 3 of row `row` (zeros beyond `rows` and HEAD_DIM).
-inline float4 att_load4(__global const float* restrict x, int ld, int col0, int row, int rows, int d) {
-  __global const float* src = x + row * ld + col0 + d;
-  if (ATT_ALIGN4 && row < rows && d + 4 <= HEAD_DIM) return *(__global const float4*)src;
+// Four consecutive head columns d .. d + 3 of row `row` (zeros beyond `rows` and HEAD_DIM: +0.0 in either format).
+inline ATT_VEC att_load4(__global const ATT_IN_T* restrict x, int ld, int col0, int row, int rows, int d) {
+  __global const ATT_IN_T* src = x + row * ld + col0 + d;
+  if (ATT_ALIGN4 && row < rows && d + 4 <= HEAD_DIM) return *(__global const ATT_VEC*)src;
+#if ATT_HALF
+  uint h[4];
+  for (int e = 0; e < 4; ++e) h[e] = (row < rows && d + e < HEAD_DIM) ? (uint)src[e] : 0u;
+  return (uint2)(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+#else
   float v[4];
   for (int e = 0; e < 4; ++e) v[e] = (row < rows && d + e < HEAD_DIM) ? src[e] : 0.0f;
   return (float4)(v[0], v[1], v[2], v[3]);
+#endif
 }
+
+// The fp16 pair (key 2kp, key 2kp + 1) at head column 4dq + c (c = 0..3) of two loaded rows ka (key 2kp) and kb.
+#if ATT_HALF
+#define ATT_WORD_OF(val, c) ((c) < 2 ? (val).x : (val).y)
+#define ATT_HALF_OF(val, c) (((c) & 1) ? ATT_WORD_OF(val, c) >> 16 : ATT_WORD_OF(val, c) & 0xffffu)
+#define ATT_KEY_PAIR(ka, kb, c) (ATT_HALF_OF(ka, c) | (ATT_HALF_OF(kb, c) << 16))
+#else
+#define ATT_COL_OF(val, c) ((c) == 0 ? (val).x : (c) == 1 ? (val).y : (c) == 2 ? (val).z : (val).w)
+#define ATT_KEY_PAIR(ka, kb, c) pack_half2(ATT_COL_OF(ka, c), ATT_COL_OF(kb, c))
+#endif
 
 // K rows and V key pairs of one block, in whole rounds of the work-group (the last round's surplus work-items
 // load nothing: c beyond the count).
@@ -140,25 +172,24 @@ inline float4 att_load4(__global const float* restrict x, int ld, int col0, int 
       const int c = tid + i * NTHREADS;                                                                  \
       const int r = c / (DP / 4), dq = c - r * (DP / 4);                                                 \
       if (c < KCOUNT)                                                                                    \
-        *(__local uint2*)&Ks[r * LDQ + 2 * dq] =                                                         \
-            (uint2)(pack_half2(kr[i].x, kr[i].y), pack_half2(kr[i].z, kr[i].w));                        \
+        *(__local uint2*)&Ks[r * LDQ + 2 * dq] = ATT_PAIRS(kr[i]);                                       \
     }                                                                                                    \
     for (int i = 0; i < VCHUNKS; ++i) {                                                                  \
       const int c = tid + i * NTHREADS;                                                                  \
       const int dq = c / (BK / 2), kp = c - dq * (BK / 2);                                               \
       if (c < VCOUNT) {                                                                                  \
-        Vt[(4 * dq + 0) * LDV + kp] = pack_half2(vr0[i].x, vr1[i].x);                                    \
-        Vt[(4 * dq + 1) * LDV + kp] = pack_half2(vr0[i].y, vr1[i].y);                                    \
-        Vt[(4 * dq + 2) * LDV + kp] = pack_half2(vr0[i].z, vr1[i].z);                                    \
-        Vt[(4 * dq + 3) * LDV + kp] = pack_half2(vr0[i].w, vr1[i].w);                                    \
+        Vt[(4 * dq + 0) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 0);                                   \
+        Vt[(4 * dq + 1) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 1);                                   \
+        Vt[(4 * dq + 2) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 2);                                   \
+        Vt[(4 * dq + 3) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 3);                                   \
       }                                                                                                  \
     }                                                                                                    \
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc(
-    const int Tq, const int Tk, const int causal, const float scale, __global const float* restrict q,
-    const int ldq, const int q_off, __global const float* restrict k, const int ldk, const int k_off,
-    __global const float* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo) {
+    const int Tq, const int Tk, const int causal, const float scale, __global const ATT_IN_T* restrict q,
+    const int ldq, const int q_off, __global const ATT_IN_T* restrict k, const int ldk, const int k_off,
+    __global const ATT_IN_T* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo) {
   // uint4 arrays keep the tiles 16-byte aligned for the vector stores below.
   __local uint4 q_tile[(BQ * LDQ + 3) / 4];
   __local uint4 k_tile[(BK * LDQ + 3) / 4];
@@ -185,8 +216,8 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
 
   for (int c = tid; c < BQ * (DP / 4); c += NTHREADS) {
     const int r = c / (DP / 4), dq = c - r * (DP / 4);
-    const float4 x = att_load4(q, ldq, col0, q0 + r, Tq, 4 * dq);
-    *(__local uint2*)&Qs[r * LDQ + 2 * dq] = (uint2)(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
+    const ATT_VEC x = att_load4(q, ldq, col0, q0 + r, Tq, 4 * dq);
+    *(__local uint2*)&Qs[r * LDQ + 2 * dq] = ATT_PAIRS(x);
   }
 
   float o[OTILES][4];
@@ -210,12 +241,12 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   }
 #endif
 
-  // The next key block's K and V wait in registers, as loaded (fp32), while this block is multiplied: they are
+  // The next key block's K and V wait in registers, as loaded, while this block is multiplied: they are
   // rounded and stored to local memory after the block's products, so the loads' latency overlaps them.
   // Without it each block waited for its loads with only the SM's other work-groups to cover it (2-3 of them for
   // the UNet's 4096-token self-attention: 320 work-groups of 4 warps on 132 SMs).
   const int k_end = causal ? min(Tk, q0 + BQ) : Tk;
-  float4 kr[KCHUNKS], vr0[VCHUNKS], vr1[VCHUNKS];
+  ATT_VEC kr[KCHUNKS], vr0[VCHUNKS], vr1[VCHUNKS];
   ATT_LOAD_KV(0);
   for (int k0 = 0; k0 < k_end; k0 += BK) {
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last block's K and V (and Q is stored)

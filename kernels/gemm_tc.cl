@@ -92,6 +92,12 @@
 #if A_HALF && (A_MODE == 0 || GATHER_NORM)
 #error "fp16 activations are read by the convolutions' gathers only, and never normalised there"
 #endif
+#ifndef C_HALF  // 1 (mode 0 only): C receives fp16 values (raw 16-bit patterns, rounded to nearest even) instead of fp32
+#define C_HALF 0
+#endif
+#if C_HALF && A_MODE != 0
+#error "fp16 outputs are written by the linear products only (a self-attention's q/k/v for attention_tc.cl)"
+#endif
 #if A_HALF
 #define A_T ushort
 #else
@@ -173,6 +179,20 @@ inline void store_output_pair(float2 v, int m, int n, int M, int N, __global con
   }
   v.x = apply_act(v.x, act);
   v.y = apply_act(v.y, act);
+#if C_HALF
+  // The fp32 sums rounded to fp16 here, as the kernel that reads them (attention_tc.cl) would round them: C holds
+  // 16-bit patterns (one 4-byte store for an aligned pair).
+  if (residual) v.x += residual[idx];
+  if (second && residual) v.y += residual[idx + 1];
+  __global ushort* Ch = (__global ushort*)C;
+  if (vec && second) {
+    *(__global uint*)(Ch + idx) = pack_half2(v.x, v.y);
+    return;
+  }
+  const uint pair = pack_half2(v.x, v.y);
+  Ch[idx] = (ushort)(pair & 0xffffu);
+  if (second) Ch[idx + 1] = (ushort)(pair >> 16);
+#else
   if (vec && second) {
     if (residual) v += *(__global const float2*)(residual + idx);
     *(__global float2*)(C + idx) = v;
@@ -183,6 +203,7 @@ inline void store_output_pair(float2 v, int m, int n, int M, int N, __global con
   if (!second) return;
   if (residual) v.y += residual[idx + 1];
   C[idx + 1] = v.y;
+#endif
 }
 
 #if !SDT_PTX

@@ -31,7 +31,8 @@ Tensor Attention::operator()(cl::Context& ctx, const Tensor& x, const Tensor* co
     Tensor kv = to_kv_(ctx, *context);   // [S, 2·heads·D]: k, v
     attended = attention(ctx, q, {kv, 0, inner}, {kv, inner, inner}, shape_.heads, false, to_q_.weight().dtype);
   } else {
-    Tensor qkv = to_qkv_(ctx, x);  // [T, 3·heads·D]: q, k, v
+    // [T, 3·heads·D]: q, k, v (fp16 where the tensor-core flash kernel reads them, nn::qkv_projection)
+    Tensor qkv = qkv_projection(ctx, x, to_qkv_.weight(), to_qkv_.bias(), static_cast<int>(shape_.heads));
     attended = self_attention(ctx, qkv, shape_.heads, false, to_qkv_.weight().dtype);
   }
   return to_out_0_(ctx, attended, Act::None, residual);  // [T, query_dim]

@@ -33,6 +33,12 @@ struct Columns {
 Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Act act = Act::None,
               const Tensor* residual = nullptr);
 
+// A self-attention's fused projection x · wᵀ + b → [T, 3·width] (q, k, v) for self_attention() with `heads` heads:
+// in fp16 (DType::F16) where the tensor-core flash kernel will read it (heads up to 128 wide, fp16 weights, the
+// row's half_attention_operands), rounded as that kernel would round its fp32 operands: the same attention, half the
+// bytes written and read. Elsewhere fp32, as linear().
+Tensor qkv_projection(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int heads);
+
 // A layer norm of the product's input: gamma and beta [K] fp32.
 struct InputLayerNorm {
   const Tensor& gamma;

@@ -10,7 +10,9 @@
 //
 // With fp16 weights on a device with tensor cores (the choice gemm_tc makes for the linear layers), both go to
 // the tensor cores with fp16 operands and fp32 accumulation: the flash kernel of kernels/attention_tc.cl, and
-// the blocked products on gemm_tc with K and Vᵀ rounded as they load; the softmax stays fp32.
+// the blocked products on gemm_tc with K and Vᵀ rounded as they load; the softmax stays fp32. A self-attention's
+// q, k and v may arrive in fp16 (qkv_projection, for the flash kernel): read so by attention_tc.cl, widened to fp32
+// (exactly) for any other kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -55,7 +57,7 @@ void attention_flash(cl::Context& ctx, const Columns& q_cols, const Columns& k_c
 // kernels/attention_tc.cl (ptx: mma.sync; else its plain-loop stand-in). False when the device's compiler refused
 // the PTX or the kernel cannot run its work-group here: the caller then runs the fp32 kernel.
 bool attention_flash_tc(cl::Context& ctx, const Columns& q_cols, const Columns& k_cols, const Columns& v_cols,
-                        int heads, int head_dim, bool causal, float scale, Tensor& out, bool ptx) {
+                        int heads, int head_dim, bool causal, float scale, Tensor& out, bool ptx, bool half) {
   if (ptx && ctx.tuning().ptx_rejected()) return false;
   const int Tq = static_cast<int>(q_cols.tensor->dim(0)), Tk = static_cast<int>(k_cols.tensor->dim(0));
   const Operand q(q_cols), k(k_cols), v(v_cols);
@@ -64,7 +66,7 @@ bool attention_flash_tc(cl::Context& ctx, const Columns& q_cols, const Columns& 
   for (const Operand& o : {q, k, v}) aligned = aligned && o.ld % 4 == 0 && o.off % 4 == 0;
   const detail::AttentionTcConfig config = ctx.tuning().attention_tc(head_dim, !ptx);
   const std::string options = config.defines(head_dim) + " -DSDT_PTX=" + (ptx ? "1" : "0") +
-                              " -DATT_ALIGN4=" + (aligned ? "1" : "0");
+                              " -DATT_ALIGN4=" + (aligned ? "1" : "0") + (half ? " -DATT_HALF=1" : "");
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("attention_tc", "attention_tc", options);
@@ -136,14 +138,27 @@ void attention_blocked(cl::Context& ctx, const Columns& q_cols, const Columns& k
   }
 }
 
+// An fp16 activation widened to fp32 (exactly: convert.cl's bit operations).
+Tensor widened(cl::Context& ctx, const Tensor& t) {
+  Tensor out = empty(ctx, t.shape);
+  const auto n = static_cast<std::size_t>(t.numel());
+  ctx.launch(ctx.kernel("convert", "widen_f16_to_f32"), cl::Range(cl::round_up(n, 64)), cl::Range(), t.buffer, 0u,
+             out.buffer, 0u, static_cast<cl_uint>(n));
+  return out;
+}
+
 }  // namespace
 
 Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Columns& v, int heads, bool causal,
                  DType weights) {
   const std::string op = "attention";
-  detail::require_columns(op, "q", q);
-  detail::require_columns(op, "k", k);
-  detail::require_columns(op, "v", v);
+  detail::require_columns(op, "q", q, true);
+  detail::require_columns(op, "k", k, true);
+  detail::require_columns(op, "v", v, true);
+  const bool half = q.tensor->dtype == DType::F16;
+  if (k.tensor->dtype != q.tensor->dtype || v.tensor->dtype != q.tensor->dtype)
+    detail::fail(op, "expected q, k and v of one precision, got " + detail::describe("q", q) + ", " +
+                         detail::describe("k", k) + " and " + detail::describe("v", v));
   const std::int64_t width = q.width;
   if (heads <= 0 || width % heads != 0)
     detail::fail(op, std::to_string(heads) + " heads do not divide the width of " + detail::describe("q", q));
@@ -158,16 +173,32 @@ Tensor attention(cl::Context& ctx, const Columns& q, const Columns& k, const Col
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor out = empty(ctx, {q.tensor->dim(0), width});
   const detail::TensorCores path = ctx.tuning().tensor_core_path(weights == DType::F16);
-  if (head_dim > detail::kMaxFlashHeadDim || !ctx.tuning().flash_attention())
+  const bool flash = head_dim <= detail::kMaxFlashHeadDim && ctx.tuning().flash_attention();
+  if (half) {
+    if (flash && path != detail::TensorCores::Off &&
+        attention_flash_tc(ctx, q, k, v, heads, head_dim, causal, scale, out, path == detail::TensorCores::Ptx, true))
+      return out;
+    // Another kernel reads fp32: each distinct tensor widened once, the columns kept.
+    std::vector<std::pair<const Tensor*, Tensor>> wide;
+    auto fp32 = [&](const Columns& c) -> Columns {
+      for (const auto& [from, to] : wide)
+        if (from == c.tensor) return {to, c.first, c.width};
+      wide.emplace_back(c.tensor, widened(ctx, *c.tensor));
+      return {wide.back().second, c.first, c.width};
+    };
+    wide.reserve(3);
+    return attention(ctx, fp32(q), fp32(k), fp32(v), heads, causal, weights);
+  }
+  if (!flash)
     attention_blocked(ctx, q, k, v, heads, head_dim, causal, scale, out, path != detail::TensorCores::Off);
-  else if (path == detail::TensorCores::Off ||
-           !attention_flash_tc(ctx, q, k, v, heads, head_dim, causal, scale, out, path == detail::TensorCores::Ptx))
+  else if (path == detail::TensorCores::Off || !attention_flash_tc(ctx, q, k, v, heads, head_dim, causal, scale, out,
+                                                                   path == detail::TensorCores::Ptx, false))
     attention_flash(ctx, q, k, v, heads, head_dim, causal, scale, out);
   return out;
 }
 
 Tensor self_attention(cl::Context& ctx, const Tensor& qkv, int heads, bool causal, DType weights) {
-  detail::require_activation("attention", "qkv", qkv, 2);
+  detail::require_activation("attention", "qkv", qkv, 2, true);
   if (qkv.dim(1) % 3 != 0) detail::fail("attention", "expected q, k and v as thirds of " + detail::describe("qkv", qkv));
   const std::int64_t width = qkv.dim(1) / 3;
   return attention(ctx, {qkv, 0, width}, {qkv, width, width}, {qkv, 2 * width, width}, heads, causal, weights);

@@ -26,17 +26,18 @@ std::string describe(const char* name, const Columns& c) {
          ") of " + describe("", t).substr(1);
 }
 
-void require_columns(const std::string& op, const char* name, const Columns& c) {
+void require_columns(const std::string& op, const char* name, const Columns& c, bool half_ok) {
   if (!c.tensor) fail(op, std::string(name) + " names no tensor");
-  require_activation(op, name, *c.tensor, 2);
+  require_activation(op, name, *c.tensor, 2, half_ok);
   if (c.first < 0 || c.width <= 0 || c.first + c.width > c.tensor->dim(1))
     fail(op, "expected " + std::string(name) + " columns inside " + describe(name, *c.tensor) + ", got [" +
                  std::to_string(c.first) + ", " + std::to_string(c.first + c.width) + ")");
 }
 
-void require_activation(const std::string& op, const char* name, const Tensor& t, int rank) {
+void require_activation(const std::string& op, const char* name, const Tensor& t, int rank, bool half_ok) {
   if (!t.defined()) fail(op, std::string(name) + " is an empty tensor (no buffer)");
-  if (t.dtype != DType::F32) fail(op, "expected fp32 activations, got " + describe(name, t));
+  if (t.dtype != DType::F32 && !(half_ok && t.dtype == DType::F16))
+    fail(op, std::string("expected fp32 ") + (half_ok ? "or fp16 " : "") + "activations, got " + describe(name, t));
   if (rank >= 0 ? t.rank() != rank : t.rank() < 1)
     fail(op, "expected " + std::string(name) + " of rank " + (rank >= 0 ? std::to_string(rank) : ">= 1") + ", got " +
                  describe(name, t));

@@ -106,7 +106,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       " -DSDT_PTX=" + (ptx ? "1" : "0") + " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
       " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0") +
       // A program of its own: compiled into every convolution, the norm's code slowed them all.
-      (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "");
+      (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "") + (o.c_half ? " -DC_HALF=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
@@ -145,6 +145,8 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       kernel = summing;
       fused = true;
     }
+  // The reduce launch writes fp32: an fp16 output needs the kernel to finish its tiles itself.
+  if (o.c_half && splits > 1 && !fused) return false;
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
@@ -189,6 +191,8 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
   if (o.a_half && (p.mode == GemmMode::Linear || o.input_norm))
     fail("gemm", "fp16 activations are read by the convolutions' gather only, and never normalised there");
+  if (o.c_half && (p.mode != GemmMode::Linear || o.ln_gamma))
+    fail("gemm", "fp16 outputs are written by the plain linear products only");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
 }
@@ -197,6 +201,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   if (o.ln_gamma) fail("gemm", "a layer norm in the gather needs the tensor-core kernel (run_gemm_on_tensor_cores)");
   if (run_gemm_on_tensor_cores(ctx, p, o, act)) return;
   if (o.a_half) fail("gemm", "fp16 activations are read by the tensor-core convolution only");
+  if (o.c_half) fail("gemm", "fp16 outputs are written by the tensor-core kernel only (run_gemm_on_tensor_cores)");
   if (o.input_norm && p.mode != GemmMode::Conv)
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
@@ -284,7 +289,7 @@ namespace {
 
 // The checks and the problem of linear(); `out` is allocated here.
 GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& w, const Tensor* b,
-                           const Tensor* residual, Tensor& out) {
+                           const Tensor* residual, Tensor& out, DType out_dtype = DType::F32) {
   detail::require_activation(op, "x", x, 2);
   if (!w.defined() || w.rank() != 2 || w.dim(1) != x.dim(1))
     fail(op, "expected w [N, " + std::to_string(x.dim(1)) + "] for " + describe("x", x) + ", got " + describe("w", w));
@@ -294,7 +299,7 @@ GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor
   const std::vector<std::int64_t> out_shape{x.dim(0), w.dim(0)};
   check_residual(op, residual, out_shape);
 
-  out = empty(ctx, out_shape);
+  out = empty(ctx, out_shape, out_dtype);
   detail::require_int_indexable(op, out);
   GemmProblem p;
   p.mode = GemmMode::Linear;
@@ -314,6 +319,22 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   const GemmProblem p = linear_problem(ctx, "linear", x, w, b, residual, out);
   detail::run_gemm(ctx, p, operands(x, w, b, residual, out), act);
   return out;
+}
+
+Tensor qkv_projection(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int heads) {
+  const bool half = heads > 0 && w.defined() && w.rank() == 2 && w.dim(0) % (3 * heads) == 0 &&
+                    w.dim(0) / (3 * heads) <= detail::kMaxFlashHeadDim && w.dtype == DType::F16 &&
+                    ctx.tuning().flash_attention() && ctx.tuning().tc_half_qkv() && !detail::portable_gemm(ctx, true);
+  if (half) {
+    Tensor out;
+    const GemmProblem p = linear_problem(ctx, "linear", x, w, b, nullptr, out, DType::F16);
+    detail::GemmOperands o = operands(x, w, b, nullptr, out);
+    o.c_half = true;
+    if (detail::run_gemm_on_tensor_cores(ctx, p, o, Act::None)) return out;
+    // The tensor-core kernel did not take it after all (its PTX refused, too few work-items, split K without the
+    // summing kernel): fp32 below.
+  }
+  return linear(ctx, x, w, b);
 }
 
 Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b, Act act,

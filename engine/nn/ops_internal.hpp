@@ -20,10 +20,11 @@ namespace sdt::nn::detail {
 std::string describe(const char* name, const Tensor& t);
 // "q columns [64, 128) of [77, 192] f32"; a whole tensor as describe(name, tensor).
 std::string describe(const char* name, const Columns& c);
-// Fails unless t is defined, fp32 and of rank `rank` (rank < 0: any rank ≥ 1).
-void require_activation(const std::string& op, const char* name, const Tensor& t, int rank = -1);
-// Fails unless c.tensor is a valid [T, n] activation and the columns lie inside it, at least one of them.
-void require_columns(const std::string& op, const char* name, const Columns& c);
+// Fails unless t is defined, fp32 (or fp16 where half_ok) and of rank `rank` (rank < 0: any rank ≥ 1).
+void require_activation(const std::string& op, const char* name, const Tensor& t, int rank = -1, bool half_ok = false);
+// Fails unless c.tensor is a valid [T, n] activation (fp16 too where half_ok) and the columns lie inside it, at least
+// one of them.
+void require_columns(const std::string& op, const char* name, const Columns& c, bool half_ok = false);
 // Fails unless t is defined (fp32 or fp16 weight) and has exactly `shape`.
 void require_weight(const std::string& op, const char* name, const Tensor& t, const std::vector<std::int64_t>& shape);
 // Fails when a tensor is too large for the kernels' int indexing (2^31 elements).
@@ -80,6 +81,8 @@ struct GemmOperands {
   // GemmMode::Linear on gemm_tc.cl only: A's rows layer-normalised as they are gathered (gamma, beta: [K] fp32).
   cl_mem ln_gamma = nullptr, ln_beta = nullptr;
   float ln_eps = 0.0f;
+  // GemmMode::Linear on gemm_tc.cl only: C receives fp16 values (a self-attention's q/k/v, qkv_projection in ops.hpp).
+  bool c_half = false;
 };
 // A kernel that sums other work-groups' results itself (split K in gemm.cl / gemm_tc.cl, a group norm's merge in
 // norm.cl), built with `options` by `build` (null where the build cannot run its work-group). Its L2 loads and

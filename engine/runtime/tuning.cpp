@@ -329,6 +329,8 @@ TuningOverrides overrides_from_environment() {
       flag_from_env("SDT_RECORD_TEXT", "1 records the text encoder's launches into a command buffer, 0 launches them");
   o.tc_half_normed_input =
       flag_from_env("SDT_TC_HALF_INPUT", "0 gives a tensor-core convolution its normalised input in fp32, 1 in fp16");
+  o.tc_half_qkv = flag_from_env(
+      "SDT_TC_HALF_QKV", "0 gives the tensor-core flash attention a self-attention's q, k and v in fp32, 1 in fp16");
   return o;
 }
 
@@ -383,6 +385,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
+  effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);

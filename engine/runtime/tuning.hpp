@@ -180,6 +180,11 @@ struct TensorCoreRow {
   // convolution's gather would round it) and the convolution reads 16-bit values (gemm_tc.cl's A_HALF): the same
   // products, half the bytes written and read. On in every row with tensor cores.
   bool half_normed_input = true;
+  // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
+  // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
+  // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
+  // On in every row with tensor cores.
+  bool half_attention_operands = true;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -281,6 +286,7 @@ struct TuningOverrides {
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
+  std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
@@ -294,6 +300,7 @@ struct TuningOverrides {
 // SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
+// SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
 // SDT_RECORD_TEXT=0 or 1 (the text encoder's launches one by one or recorded into a command buffer),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
@@ -392,6 +399,9 @@ class Tuning {
   bool tc_half_normed_input() const {
     return effective_.tc_half_normed_input.value_or(row_->tensor_cores.half_normed_input);
   }
+  // Whether a self-attention's q/k/v for the tensor-core flash kernel are written in fp16: the override, else the
+  // row's half_attention_operands.
+  bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

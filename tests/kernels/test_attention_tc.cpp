@@ -13,7 +13,9 @@
 //    elsewhere with a message).
 //  - TensorCoreAttentionTiles.*: the same kernels with the plain-loop stand-in for the PTX, on every device.
 #include <cmath>
+#include <cstring>
 
+#include "io/tensor_view.hpp"
 #include "kernel_test_util.hpp"
 
 using namespace sdt;
@@ -78,6 +80,110 @@ void check(const Case& c, std::uint32_t seed, test::AttentionLayout layout = tes
 
 const AttentionTcConfig kDefault{4, 32}, kWide{4, 64}, kNarrow{2, 32};
 
+// The same operands in fp16, as nn::qkv_projection leaves a self-attention's q, k and v: each tensor the views read
+// rounded to nearest even on the host (its NaN columns stay NaN), the views kept.
+std::unique_ptr<test::AttentionOperands> in_half(cl::Context& ctx, const test::AttentionOperands& in) {
+  auto out = std::make_unique<test::AttentionOperands>();
+  out->storage.reserve(in.storage.size());
+  for (const nn::Tensor& t : in.storage)
+    out->storage.push_back(nn::upload_weight(ctx, nn::download(ctx, t), t.shape, DType::F16));
+  const auto view = [&](const nn::Columns& c) {
+    for (std::size_t i = 0; i < in.storage.size(); ++i)
+      if (&in.storage[i] == c.tensor) return nn::Columns(out->storage[i], c.first, c.width);
+    ADD_FAILURE() << "a view outside the operands' storage";
+    return nn::Columns();
+  };
+  out->q = view(in.q);
+  out->k = view(in.k);
+  out->v = view(in.v);
+  return out;
+}
+
+std::vector<std::string> launched(cl::Context& ctx) {
+  std::vector<std::string> kernels;
+  for (const auto& t : ctx.collect_timings())
+    if (!t.mark) kernels.push_back(t.kernel);
+  return kernels;
+}
+
+// fp16 operands are the values the kernel rounds fp32 ones to: the same output, bit for bit, from attention_tc alone
+// (one launch) on the tensor-core paths; elsewhere widened first (one launch per tensor) for the fp32 kernel, and
+// the same bits as that kernel given the rounded values in fp32.
+void check_half_operands(const Case& c, std::uint32_t seed, test::AttentionLayout layout) {
+  auto& ctx = test::kernel_context();
+  const int width = c.heads * c.D;
+  auto q_host = test::random_floats(static_cast<std::size_t>(c.Tq) * width, seed, -c.q_range, c.q_range);
+  auto k_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 1);
+  auto v_host = test::random_floats(static_cast<std::size_t>(c.Tk) * width, seed + 2, -2.0f, 2.0f);
+  const bool tensor_cores = ctx.tuning().tensor_core_path(true) != TensorCores::Off;
+  if (!tensor_cores) {  // the fp32 kernel keeps fp32's bits: give it the rounded values to compare with
+    q_host = ref::round_to_half(q_host), k_host = ref::round_to_half(k_host), v_host = ref::round_to_half(v_host);
+  }
+  const auto in = test::place_attention_operands(ctx, q_host, k_host, v_host, c.Tq, c.Tk, width, layout);
+  const auto in16 = in_half(ctx, *in);
+  const std::vector<float> fp32 =
+      nn::download(ctx, nn::attention(ctx, in->q, in->k, in->v, c.heads, c.causal, DType::F16));
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.Tq) * width * 4);
+  ctx.set_recording(true);
+  ctx.collect_timings();
+  const nn::Tensor out = nn::attention(ctx, in16->q, in16->k, in16->v, c.heads, c.causal, DType::F16);
+  const std::vector<std::string> kernels = launched(ctx);
+  ctx.set_recording(false);
+  ASSERT_EQ(out.dtype, DType::F32);
+  ASSERT_EQ(out.shape, (std::vector<std::int64_t>{c.Tq, width}));
+  const std::size_t tensors = layout == test::AttentionLayout::Fused ? 1 + (c.Tq != c.Tk) : 3;
+  if (tensor_cores) {
+    EXPECT_EQ(out.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+    EXPECT_EQ(kernels, std::vector<std::string>{"attention_tc"});
+  } else {
+    ASSERT_EQ(kernels.size(), tensors + 1);
+    for (std::size_t i = 0; i < tensors; ++i) EXPECT_EQ(kernels[i], "widen_f16_to_f32");
+    EXPECT_EQ(kernels.back(), "attention");
+  }
+  const std::vector<float> got = nn::download(ctx, out);
+  ASSERT_EQ(got.size(), fp32.size());
+  std::size_t differ = 0, nan = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    differ += std::memcmp(&got[i], &fp32[i], 4) != 0;
+    nan += std::isnan(got[i]);
+  }
+  EXPECT_EQ(nan, 0u) << c.name << ": a read outside the views";
+  EXPECT_EQ(differ, 0u) << c.name << " (" << test::layout_name(layout) << "): of " << got.size()
+                        << " outputs, fp16 operands against fp32 ones";
+}
+
+// nn::qkv_projection in fp16 is linear()'s fp32 product rounded to nearest even, value for value; where the tensor
+// cores cannot write it (split K without the summing kernel, the portable path, heads wider than 128) it is
+// linear()'s fp32 product itself.
+void check_qkv_projection(int T, int K, int heads, int D, bool expect_half, std::uint32_t seed) {
+  auto& ctx = test::kernel_context();
+  const int N = 3 * heads * D;
+  const nn::Tensor x = nn::upload(ctx, test::random_floats(static_cast<std::size_t>(T) * K, seed), {T, K});
+  const nn::Tensor w = nn::upload_weight(
+      ctx, test::random_floats(static_cast<std::size_t>(N) * K, seed + 1, -0.2f, 0.2f), {N, K}, DType::F16);
+  const nn::Tensor b = nn::upload_weight(ctx, test::random_floats(N, seed + 2), {N}, DType::F32);
+  const std::vector<float> fp32 = nn::download(ctx, nn::linear(ctx, x, w, &b));
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(T) * N * (expect_half ? 2 : 4));
+  const nn::Tensor y = nn::qkv_projection(ctx, x, w, &b, heads);
+  char label[96];
+  std::snprintf(label, sizeof label, "qkv projection %dx%d -> %d (%d heads of %d)", T, K, N, heads, D);
+  SCOPED_TRACE(label);
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{T, N}));
+  ASSERT_EQ(y.dtype, expect_half ? DType::F16 : DType::F32);
+  EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+  std::size_t differ = 0;
+  if (expect_half) {
+    std::vector<std::uint16_t> got(fp32.size());
+    ctx.read(y.buffer, got.data(), got.size() * 2);
+    for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != io::float_to_half(fp32[i]);
+  } else {
+    const std::vector<float> got = nn::download(ctx, y);
+    for (std::size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &fp32[i], 4) != 0;
+  }
+  EXPECT_EQ(differ, 0u) << "of " << fp32.size() << " outputs";
+}
+
 }  // namespace
 
 // ---- the PTX kernels (NVIDIA, compute capability >= 8)
@@ -119,6 +225,24 @@ TEST(TensorCoreAttention, ReadsQKAndVAsColumnsOfFusedProjections) {
     check({"unet-cross-1024", 1024, 77, 10, 64}, 762, layout);
     check({"vae-mid-1024", 1024, 1024, 1, 512}, 763, layout);
   }
+}
+
+TEST(TensorCoreAttention, Fp16OperandsGiveTheSameBitsAsFp32Ones) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  check_half_operands({"clip", 77, 77, 16, 64, true, 4.0f}, 780, test::AttentionLayout::Fused);
+  check_half_operands({"unet-self-4096", 4096, 4096, 5, 64}, 781, test::AttentionLayout::Fused);
+  check_half_operands({"unet-self-1024", 1024, 1024, 10, 64}, 782, test::AttentionLayout::Fused);
+  check_half_operands({"unaligned-18", 21, 19, 3, 18, true}, 783, test::AttentionLayout::Offset);
+  check_half_operands({"sd1-head-40", 130, 67, 2, 40}, 784, test::AttentionLayout::Separate);
+}
+
+TEST(TensorCoreAttention, QkvProjectionWritesFp16AsTheFp32ProductRounded) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  check_qkv_projection(4096, 320, 5, 64, true, 790);  // the UNet's 64² self-attention
+  check_qkv_projection(77, 1024, 16, 64, true, 791);  // the text encoder's
+  check_qkv_projection(33, 70, 3, 18, true, 792);     // odd
 }
 
 // ---- the same kernels with their plain-loop stand-in for the PTX, on every device
@@ -180,6 +304,47 @@ TEST(TensorCoreAttentionTiles, Fp32ModelsKeepFp32Attention) {
                                        nn::upload(ctx, v_host, {T, D}), 1, false, DType::F32);
   test::expect_close(ctx, out, ref::attention(q_host, k_host, v_host, T, T, 1, D, false), 1e-5,
                      "fp32 weights keep fp32 attention");
+}
+
+TEST(TensorCoreAttentionTiles, EmulatedKernelGivesFp16OperandsTheSameBitsAsFp32Ones) {
+  PathScope emulated(TensorCores::Emulated);
+  TileScope tile(kDefault);
+  check_half_operands({"clip", 77, 77, 16, 64, true, 4.0f}, 785, test::AttentionLayout::Fused);
+  check_half_operands({"self", 130, 130, 2, 64}, 786, test::AttentionLayout::Fused);
+  check_half_operands({"cross", 100, 77, 3, 64}, 787, test::AttentionLayout::Separate);
+  check_half_operands({"unaligned-18", 21, 19, 3, 18, true}, 788, test::AttentionLayout::Offset);
+}
+
+TEST(TensorCoreAttentionTiles, Fp16OperandsAreWidenedForTheFp32Kernel) {
+  PathScope off(TensorCores::Off);
+  check_half_operands({"self", 70, 70, 2, 64}, 789, test::AttentionLayout::Fused);
+  check_half_operands({"cross", 50, 77, 2, 64, true}, 790, test::AttentionLayout::Fused);
+  check_half_operands({"offset", 21, 19, 3, 18}, 791, test::AttentionLayout::Offset);
+}
+
+TEST(TensorCoreAttentionTiles, QkvProjectionWritesFp16OnTheTensorCoresOnly) {
+  auto& ctx = test::kernel_context();
+  {
+    PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
+    check_qkv_projection(77, 64, 2, 32, true, 793);
+    check_qkv_projection(35, 70, 3, 18, true, 794);  // odd: unaligned pairs, a last odd column
+    for (const bool fused : {true, false}) {  // split K: summed in the kernel (fp16), or the reduce launch (fp32)
+      test::TuningScope split(ctx, [&](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.fused_splitk = fused;
+      });
+      check_qkv_projection(77, 256, 2, 32, fused, 795);
+    }
+    test::TuningScope off(ctx, [](cl::TuningOverrides& o) { o.tc_half_qkv = false; });
+    check_qkv_projection(77, 64, 2, 32, false, 796);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
+    check_qkv_projection(16, 64, 1, 160, false,
+                         797);  // a head wider than the flash kernel's: blocked products read fp32
+  }
+  PathScope portable(TensorCores::Off);
+  check_qkv_projection(77, 64, 2, 32, false, 798);
 }
 
 TEST(TensorCoreAttentionTiles, ConfigurationRules) {

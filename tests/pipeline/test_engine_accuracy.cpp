@@ -144,10 +144,14 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   EXPECT_LE(dq.max_abs, kTcImageMax);
 
   // The convolutions' separately normalised inputs in fp16 (TensorCoreRow::half_normed_input, on above) give the
-  // products the same tile bits as in fp32: the same latents and images, bit for bit.
+  // products the same tile bits as in fp32, and the self-attentions' q/k/v in fp16 (half_attention_operands, on
+  // above) give the flash kernel the values it rounds fp32 ones to: the same latents and images, bit for bit, with
+  // both in fp32 (each is checked alone at kernel level: test_conv_fusion.cpp, test_attention_tc.cpp).
   ASSERT_TRUE(ctx.tuning().tc_half_normed_input());
+  ASSERT_TRUE(ctx.tuning().tc_half_qkv());
   const std::vector<float> latents = nn::download(ctx, out.latents), image = nn::download(ctx, out.image_vae);
-  engine.impl().context().set_tuning_overrides({.tensor_cores = path, .tc_half_normed_input = false});
+  engine.impl().context().set_tuning_overrides(
+      {.tensor_cores = path, .tc_half_normed_input = false, .tc_half_qkv = false});
   const pipeline::DeviceOutputs fp32_inputs = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
   const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

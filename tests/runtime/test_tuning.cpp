@@ -556,6 +556,13 @@ TEST(Tuning, ATensorCoreConvolutionsSeparatelyNormalisedInputIsFp16WhereTheRowSa
                  &Tuning::tc_half_normed_input, "SDT_TC_HALF_INPUT");
 }
 
+TEST(Tuning, ASelfAttentionsQkvIsFp16WhereTheRowSaysSo) {
+  // TensorCoreRow::half_attention_operands: on in every row (the flash kernel's same bits, half the bytes; only the
+  // tensor-core path writes and reads it).
+  check_row_flag(true, &cl::TensorCoreRow::half_attention_operands, &cl::TuningOverrides::tc_half_qkv,
+                 &Tuning::tc_half_qkv, "SDT_TC_HALF_QKV");
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
