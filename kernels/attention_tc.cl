@@ -9,7 +9,7 @@
 // or with ATT_HALF fp16 (a self-attention's projection written in fp16 by gemm_tc.cl: the values this kernel would
 // round them to, so the same bits out, and half the bytes: every work-group of a head reads all of its K and V, for
 // the UNet's 4096-token self-attention 320 work-groups × 2 MB in fp32, 640 MB a launch through the L2).
-// global (ceil(Tq / BQ) * NTHREADS, heads), local (NTHREADS): a work-group owns BQ = 16 * ATT_TC_WARPS queries
+// global (ceil(Tq / BQ) * NTHREADS, heads, key splits), local (NTHREADS): a work-group owns BQ = 16 * ATT_TC_WARPS queries
 // of one head, one warp per 16 of them, and walks the keys ATT_TC_BK at a time. Per key block:
 //   1. K (rows) and V (transposed: d rows, key pairs along the row) enter local memory, rounded to fp16;
 //   2. each warp computes its 16 x BK scores S = Q·Kᵀ (Q was loaded once, its fragments stay in registers);
@@ -21,6 +21,9 @@
 //   5. O = alpha * O + P·V, l = alpha * l + rowsum(P) (each lane's partial sum; the quad adds them at the end).
 // The rows and head columns beyond Tq and D are zeros in the tiles and never stored; keys beyond Tk and, when
 // causal, after the query (the text encoder) are masked; key blocks after a work-group's last query are skipped.
+// Where query blocks × heads are few for the device, the keys are split too (global dimension 2, key_chunk keys
+// each): each work-group then leaves its unnormalised O and its rows' (m, l) in part_o / part_ml, and
+// attention_combine (below) weighs and adds the splits' shares in order.
 //
 // Precision: Q, K, V and P are rounded to fp16 (to nearest even), scores and the softmax statistics are fp32,
 // l sums the fp32 probabilities. Against a reference from fp16-rounded q, k, v the difference is P's rounding:
@@ -189,7 +192,8 @@ inline ATT_VEC att_load4(__global const ATT_IN_T* restrict x, int ld, int col0, 
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc(
     const int Tq, const int Tk, const int causal, const float scale, __global const ATT_IN_T* restrict q,
     const int ldq, const int q_off, __global const ATT_IN_T* restrict k, const int ldk, const int k_off,
-    __global const ATT_IN_T* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo) {
+    __global const ATT_IN_T* restrict v, const int ldv, const int v_off, __global float* restrict out, const int ldo,
+    const int key_chunk, __global float* restrict part_o, __global float2* restrict part_ml) {
   // uint4 arrays keep the tiles 16-byte aligned for the vector stores below.
   __local uint4 q_tile[(BQ * LDQ + 3) / 4];
   __local uint4 k_tile[(BK * LDQ + 3) / 4];
@@ -245,10 +249,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   // rounded and stored to local memory after the block's products, so the loads' latency overlaps them.
   // Without it each block waited for its loads with only the SM's other work-groups to cover it (2-3 of them for
   // the UNet's 4096-token self-attention: 320 work-groups of 4 warps on 132 SMs).
-  const int k_end = causal ? min(Tk, q0 + BQ) : Tk;
+  // With the keys split (part_o set): this work-group's keys are split * key_chunk .. + key_chunk - 1 (key_chunk a
+  // multiple of BK), and what it leaves is its unnormalised O with the rows' (m, l), for attention_combine.
+  const int split = get_group_id(2);
+  const int k_begin = part_o ? split * key_chunk : 0;
+  const int k_end = min(part_o ? k_begin + key_chunk : Tk, causal ? min(Tk, q0 + BQ) : Tk);
   ATT_VEC kr[KCHUNKS], vr0[VCHUNKS], vr1[VCHUNKS];
-  ATT_LOAD_KV(0);
-  for (int k0 = 0; k0 < k_end; k0 += BK) {
+  if (k_begin < k_end) ATT_LOAD_KV(k_begin);
+  for (int k0 = k_begin; k0 < k_end; k0 += BK) {
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last block's K and V (and Q is stored)
     ATT_STORE_KV();
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -378,6 +386,26 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     l_b += quad_scratch[2 * ((tid & ~3) + i) + 1];
   }
 #endif
+  if (part_o) {
+    // The split's share: O as summed (relative to this split's running maxima), m and l of each row. A split
+    // without a visible key leaves m = -inf, l = 0 and O = 0, which the combination weighs by 0.
+    const int heads = get_num_groups(1), h = get_group_id(1);
+    const size_t rows0 = ((size_t)split * heads + h) * Tq;
+#if SDT_PTX
+#pragma unroll
+#endif
+    for (int j = 0; j < OTILES; ++j) {
+      const int d = j * 8 + 2 * t;
+      for (int e = 0; e < 2; ++e) {
+        if (d + e >= HEAD_DIM) continue;
+        if (row_a < Tq) part_o[(rows0 + row_a) * HEAD_DIM + d + e] = o[j][e];
+        if (row_b < Tq) part_o[(rows0 + row_b) * HEAD_DIM + d + e] = o[j][2 + e];
+      }
+    }
+    if (t == 0 && row_a < Tq) part_ml[rows0 + row_a] = (float2)(m_a, l_a);
+    if (t == 0 && row_b < Tq) part_ml[rows0 + row_b] = (float2)(m_b, l_b);
+    return;
+  }
   const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
 #if SDT_PTX
 #pragma unroll
@@ -390,4 +418,26 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
       if (row_b < Tq) out[row_b * ldo + col0 + d + e] = o[j][2 + e] * inv_b;
     }
   }
+}
+
+// The key splits' shares combined, per query row and head: m = max over splits of m_s, each share weighed by
+// 2^(m_s - m) (0 for a split that saw no key), out = sum of the weighed O_s / sum of the weighed l_s, the splits in
+// order 0, 1, ... (the same bits whatever order the splits ran in). global (Tq * heads * HEAD_DIM rounded up): one
+// work-item an output. part_o [splits][heads][Tq][HEAD_DIM], part_ml [splits][heads][Tq].
+__kernel void attention_combine(const int Tq, const int heads, const int splits, __global const float* restrict part_o,
+                                __global const float2* restrict part_ml, __global float* restrict out, const int ldo) {
+  const int i = get_global_id(0);
+  if (i >= Tq * heads * HEAD_DIM) return;
+  const int d = i % HEAD_DIM, h = (i / HEAD_DIM) % heads, row = i / (HEAD_DIM * heads);
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = fmax(m, part_ml[((size_t)s * heads + h) * Tq + row].x);
+  float l = 0.0f, acc = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const size_t r = ((size_t)s * heads + h) * Tq + row;
+    const float2 ml = part_ml[r];
+    const float weight = ml.x == -INFINITY ? 0.0f : exp2(ml.x - m);
+    l = fma(ml.y, weight, l);
+    acc = fma(part_o[r * HEAD_DIM + d], weight, acc);
+  }
+  out[row * ldo + h * HEAD_DIM + d] = acc / l;
 }

@@ -79,9 +79,23 @@ bool attention_flash_tc(cl::Context& ctx, const Columns& q_cols, const Columns& 
   }
   if (ctx.work_group_limit(kernel) < static_cast<std::size_t>(config.threads())) return false;
   const std::size_t q_groups = (static_cast<std::size_t>(Tq) + config.bq() - 1) / config.bq();
-  ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads)),
-             cl::Range(static_cast<std::size_t>(config.threads()), 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, q.ld,
-             q.off, k.buffer, k.ld, k.off, v.buffer, v.ld, v.off, out.buffer, ldo);
+  // Few query blocks × heads for the device (the UNet's 4096-token self-attention: 320 work-groups of 4 warps on 132
+  // SMs): the keys split over more work-groups, their shares combined by a second launch.
+  const int splits = ctx.tuning().attention_splits(q_groups * heads, Tk, config.bk);
+  const int steps = (Tk + config.bk - 1) / config.bk;
+  const int key_chunk = ((steps + splits - 1) / splits) * config.bk;
+  const auto rows = static_cast<std::size_t>(splits) * heads * Tq;
+  const cl::Buffer part_o = splits > 1 ? ctx.buffer(rows * head_dim * sizeof(float)) : cl::Buffer{};
+  const cl::Buffer part_ml = splits > 1 ? ctx.buffer(rows * 2 * sizeof(float)) : cl::Buffer{};
+  ctx.launch(kernel, cl::Range(q_groups * config.threads(), static_cast<std::size_t>(heads), splits),
+             cl::Range(static_cast<std::size_t>(config.threads()), 1, 1), Tq, Tk, causal ? 1 : 0, scale, q.buffer, q.ld,
+             q.off, k.buffer, k.ld, k.off, v.buffer, v.ld, v.off, out.buffer, ldo, key_chunk,
+             splits > 1 ? part_o.get() : cl_mem{nullptr}, splits > 1 ? part_ml.get() : cl_mem{nullptr});
+  if (splits > 1) {
+    const auto outputs = static_cast<std::size_t>(Tq) * heads * head_dim;
+    ctx.launch(ctx.kernel("attention_tc", "attention_combine", options), cl::Range(cl::round_up(outputs, 64)),
+               cl::Range(), Tq, heads, splits, part_o, part_ml, out.buffer, ldo);
+  }
   const double pairs = causal ? 0.5 * Tq * (Tq + 1.0) : static_cast<double>(Tq) * Tk;
   ctx.add_flops(4.0 * pairs * head_dim * heads);
   return true;

@@ -329,6 +329,7 @@ TuningOverrides overrides_from_environment() {
       flag_from_env("SDT_RECORD_TEXT", "1 records the text encoder's launches into a command buffer, 0 launches them");
   o.tc_half_normed_input =
       flag_from_env("SDT_TC_HALF_INPUT", "0 gives a tensor-core convolution its normalised input in fp32, 1 in fp16");
+  o.attention_fill = count_from_env("SDT_ATT_FILL", 1L << 10, "work-groups per compute unit (0: no key splits)");
   o.tc_half_qkv = flag_from_env(
       "SDT_TC_HALF_QKV", "0 gives the tensor-core flash attention a self-attention's q, k and v in fp32, 1 in fp16");
   return o;
@@ -386,6 +387,8 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
+  effective_.attention_fill = pick(explicit_.attention_fill, environment_.attention_fill);
+  effective_.attention_splits = pick(explicit_.attention_splits, environment_.attention_splits);
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
@@ -514,6 +517,18 @@ int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
   if (tiles >= target) return 1;
   const int wanted = static_cast<int>((target + tiles - 1) / tiles);
   return std::max(1, std::min({wanted, steps / split.min_steps_per_split, split.max_splits}));
+}
+
+int Tuning::attention_splits(std::size_t groups, int Tk, int bk) const {
+  const int steps = (Tk + bk - 1) / bk;  // a split takes whole key steps
+  if (effective_.attention_splits) return std::clamp(*effective_.attention_splits, 1, std::max(1, steps));
+  const int fill = effective_.attention_fill.value_or(row_->tensor_cores.attention_fill);
+  const std::size_t target = static_cast<std::size_t>(std::max(fill, 0)) * compute_units_;
+  int splits = 1;
+  while (groups * splits < target && Tk / (2 * splits) >= row_->tensor_cores.attention_split_keys &&
+         2 * splits <= steps)
+    splits *= 2;
+  return splits;
 }
 
 TensorCores Tuning::tensor_core_path(bool b_half) const {

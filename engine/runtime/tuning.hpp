@@ -185,6 +185,11 @@ struct TensorCoreRow {
   // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
   // On in every row with tensor cores.
   bool half_attention_operands = true;
+  // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
+  // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
+  // and each split keeps at least attention_split_keys keys (0: never split).
+  int attention_fill = 0;
+  int attention_split_keys = 256;
   // kernels/attention_tc.cl, tried in order until one fits the device (the last one always does).
   AttentionTcConfig attention[3] = {{4, 32}, {2, 32}, {1, 16}};
 };
@@ -287,6 +292,8 @@ struct TuningOverrides {
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
+  std::optional<int> attention_fill = {};               // TensorCoreRow::attention_fill
+  std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
 };
@@ -301,6 +308,8 @@ struct TuningOverrides {
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
+// SDT_ATT_FILL=groups (TensorCoreRow::attention_fill: split attention_tc's keys up to that many work-groups a compute
+// unit; 0: never),
 // SDT_RECORD_TEXT=0 or 1 (the text encoder's launches one by one or recorded into a command buffer),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
@@ -405,6 +414,9 @@ class Tuning {
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;
+  // Over how many work-groups attention_tc splits the Tk keys of a launch with `groups` query blocks × heads, bk keys
+  // a step (1: no split): the override, else the row's attention_fill and attention_split_keys.
+  int attention_splits(std::size_t groups, int Tk, int bk) const;
 
   // Whether heads up to 128 wide take a flash kernel (attention.cl, attention_tc.cl) rather than the blocked products
   // of wide heads: the override, else yes except while the steady path is deferred (the first images of a first

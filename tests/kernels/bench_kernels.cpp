@@ -276,12 +276,18 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
 
   // Attention: the fp32 flash kernel against fp16 products in each attention_tc tile (TFLOP/s).
   using cl::AttentionTcConfig;
-  const std::vector<std::pair<const char*, std::optional<AttentionTcConfig>>> tiles = {
-      {"fp32", std::nullopt},
-      {"tc auto", std::nullopt},
-      {"tc 2w/64k", AttentionTcConfig{2, 64}},
-      {"tc 4w/32k", AttentionTcConfig{4, 32}},
-      {"tc 8w/64k", AttentionTcConfig{8, 64}}};
+  // (name, tile, key splits: the row's rule where unset, attention_tc's keys over that many work-groups where set)
+  struct AttTile {
+    const char* first;
+    std::optional<AttentionTcConfig> second;
+    std::optional<int> splits;
+  };
+  const std::vector<AttTile> tiles = {
+      {"fp32", std::nullopt, std::nullopt},       {"tc auto", std::nullopt, std::nullopt},
+      {"tc 2w/64k", AttentionTcConfig{2, 64}, 1}, {"tc 4w/32k", AttentionTcConfig{4, 32}, 1},
+      {"tc 8w/64k", AttentionTcConfig{8, 64}, 1}, {"4w/32k s2", AttentionTcConfig{4, 32}, 2},
+      {"4w/32k s4", AttentionTcConfig{4, 32}, 4}, {"4w/64k s4", AttentionTcConfig{4, 64}, 4},
+      {"8w/64k s4", AttentionTcConfig{8, 64}, 4}};
   std::printf("  %-36s", "attention (TFLOP/s)");
   for (const auto& t : tiles) std::printf(" %11s", t.first);
   std::printf("\n");
@@ -305,7 +311,10 @@ TEST(KernelBench, DISABLED_TensorCoreVariants) {
         std::printf(" %11s", "-");
         continue;
       }
-      test::TuningScope tile(ctx, [&](cl::TuningOverrides& o) { o.attention_tc = tiles[i].second; });
+      test::TuningScope tile(ctx, [&](cl::TuningOverrides& o) {
+        o.attention_tc = tiles[i].second;
+        o.attention_splits = tiles[i].splits;
+      });
       const DType weights = i == 0 ? DType::F32 : DType::F16;
       const double ms = time_op(ctx, [&] { nn::attention(ctx, q, k, v, a.heads, a.causal, weights); });
       std::printf(" %11.1f", 4.0 * pairs * a.D * a.heads / ms * 1e-9);

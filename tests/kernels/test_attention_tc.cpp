@@ -35,6 +35,16 @@ struct Case {
   float q_range = 1.0f;  // larger: sharper softmax
 };
 
+// Splits attention_tc's keys over `splits` work-groups (1: none) for one scope.
+class SplitScope {
+ public:
+  explicit SplitScope(int splits)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention_splits = splits; }) {}
+
+ private:
+  test::TuningScope pin_;
+};
+
 // Sets the attention_tc tile for one scope.
 class TileScope {
  public:
@@ -107,8 +117,8 @@ std::vector<std::string> launched(cl::Context& ctx) {
 }
 
 // fp16 operands are the values the kernel rounds fp32 ones to: the same output, bit for bit, from attention_tc alone
-// (one launch) on the tensor-core paths; elsewhere widened first (one launch per tensor) for the fp32 kernel, and
-// the same bits as that kernel given the rounded values in fp32.
+// (one launch, two with the keys split) on the tensor-core paths; elsewhere widened first (one launch per tensor) for
+// the fp32 kernel, and the same bits as that kernel given the rounded values in fp32.
 void check_half_operands(const Case& c, std::uint32_t seed, test::AttentionLayout layout) {
   auto& ctx = test::kernel_context();
   const int width = c.heads * c.D;
@@ -135,7 +145,9 @@ void check_half_operands(const Case& c, std::uint32_t seed, test::AttentionLayou
   const std::size_t tensors = layout == test::AttentionLayout::Fused ? 1 + (c.Tq != c.Tk) : 3;
   if (tensor_cores) {
     EXPECT_EQ(out.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
-    EXPECT_EQ(kernels, std::vector<std::string>{"attention_tc"});
+    ASSERT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels[0], "attention_tc");
+    EXPECT_EQ(kernels.size(), ctx.tuning().attention_splits(1, c.Tk, 32) > 1 ? 2u : 1u);  // the splits' combination
   } else {
     ASSERT_EQ(kernels.size(), tensors + 1);
     for (std::size_t i = 0; i < tensors; ++i) EXPECT_EQ(kernels[i], "widen_f16_to_f32");
@@ -237,6 +249,20 @@ TEST(TensorCoreAttention, Fp16OperandsGiveTheSameBitsAsFp32Ones) {
   check_half_operands({"sd1-head-40", 130, 67, 2, 40}, 784, test::AttentionLayout::Separate);
 }
 
+TEST(TensorCoreAttention, SplitKeysMatchFp16Reference) {
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  for (int splits : {2, 4}) {
+    SplitScope split(splits);
+    SCOPED_TRACE(std::to_string(splits) + " key splits");
+    check({"unet-self-4096", 4096, 4096, 5, 64}, 800 + splits);
+    check({"unet-self-1024", 1024, 1024, 10, 64}, 810 + splits, test::AttentionLayout::Fused);
+    check({"odd-causal", 100, 100, 2, 64, true}, 820 + splits);
+    check({"unaligned-18", 21, 19, 3, 18, true}, 830 + splits, test::AttentionLayout::Offset);
+    check_half_operands({"unet-self-1024", 1024, 1024, 10, 64}, 840 + splits, test::AttentionLayout::Fused);
+  }
+}
+
 TEST(TensorCoreAttention, QkvProjectionWritesFp16AsTheFp32ProductRounded) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
@@ -313,6 +339,32 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelGivesFp16OperandsTheSameBitsAsFp32O
   check_half_operands({"self", 130, 130, 2, 64}, 786, test::AttentionLayout::Fused);
   check_half_operands({"cross", 100, 77, 3, 64}, 787, test::AttentionLayout::Separate);
   check_half_operands({"unaligned-18", 21, 19, 3, 18, true}, 788, test::AttentionLayout::Offset);
+}
+
+TEST(TensorCoreAttentionTiles, EmulatedKernelSplitsTheKeysAndCombinesTheShares) {
+  // Two to five splits of whole key steps: the last split short or empty, causal blocks whose later splits see no
+  // key (their shares weigh 0), a single key (one split whatever is asked), fp16 operands; the two launches each.
+  auto& ctx = test::kernel_context();
+  PathScope emulated(TensorCores::Emulated);
+  TileScope tile(kDefault);
+  for (int splits : {2, 3, 5}) {
+    SplitScope split(splits);
+    SCOPED_TRACE(std::to_string(splits) + " key splits");
+    check({"self", 130, 130, 2, 64}, 850 + splits);
+    check({"causal", 100, 100, 2, 64, true, 4.0f}, 855 + splits);
+    check({"cross", 100, 77, 3, 64}, 860 + splits, test::AttentionLayout::Fused);
+    check({"sharp", 70, 90, 2, 64, false, 40.0f}, 865 + splits);
+    check({"unaligned-18", 21, 19, 3, 18, true}, 870 + splits, test::AttentionLayout::Offset);
+    check({"single-key", 5, 1, 2, 64}, 875 + splits);
+  }
+  SplitScope split(3);
+  check_half_operands({"self", 130, 130, 2, 64}, 880, test::AttentionLayout::Fused);
+  ctx.set_recording(true);
+  ctx.collect_timings();
+  const nn::Tensor q = nn::upload(ctx, test::random_floats(40 * 64, 881), {40, 64});
+  (void)nn::attention(ctx, q, q, q, 1, false, DType::F16);
+  EXPECT_EQ(launched(ctx), (std::vector<std::string>{"attention_tc", "attention_combine"}));
+  ctx.set_recording(false);
 }
 
 TEST(TensorCoreAttentionTiles, Fp16OperandsAreWidenedForTheFp32Kernel) {

@@ -335,6 +335,33 @@ TEST(Tuning, SplitKFillsTheDeviceWithinTheRowsLimits) {
   EXPECT_EQ(h200.gemm_splits(1, 3 * 32, 32), 1);
 }
 
+TEST(Tuning, AttentionKeySplitsFillTheDeviceWithWholeKeySteps) {
+  Tuning h200(kH200, true);  // 132 compute units
+  EXPECT_EQ(h200.attention_splits(320, 4096, 32), 1) << "off in the row until measured";
+  cl::TuningOverrides o;
+  o.attention_fill = 4;  // 528 work-groups wanted
+  h200.set_overrides(o);
+  EXPECT_EQ(h200.attention_splits(320, 4096, 32), 2) << "UNet self-attention at 64×64: 320 query blocks × heads";
+  EXPECT_EQ(h200.attention_splits(160, 1024, 32), 4) << "at 32×32: 160, and 256 keys a split";
+  EXPECT_EQ(h200.attention_splits(20, 4096, 32), 16) << "no split shorter than 256 keys...";
+  EXPECT_EQ(h200.attention_splits(20, 8192, 32), 32) << "...and none beyond what fills the device (640)";
+  EXPECT_EQ(h200.attention_splits(32, 77, 32), 1) << "the text encoder: 77 keys";
+  EXPECT_EQ(h200.attention_splits(320, 77, 32), 1) << "cross-attention";
+  EXPECT_EQ(h200.attention_splits(600, 4096, 32), 1) << "already filled";
+  o.attention_fill = 0;
+  h200.set_overrides(o);
+  EXPECT_EQ(h200.attention_splits(1, 4096, 32), 1) << "0: never";
+  o = {};
+  o.attention_splits = 5;  // forced, within the key steps there are
+  h200.set_overrides(o);
+  EXPECT_EQ(h200.attention_splits(600, 4096, 32), 5);
+  EXPECT_EQ(h200.attention_splits(600, 70, 32), 3);
+  {
+    EnvScope env("SDT_ATT_FILL", "4");
+    EXPECT_EQ(Tuning(kH200, true, cl::overrides_from_environment()).attention_splits(320, 4096, 32), 2);
+  }
+}
+
 TEST(Tuning, ChoicesShrinkToWhatASmallDeviceRuns) {
   DeviceInfo small = kRadeon;
   small.max_work_group_size = 128;
