@@ -281,6 +281,24 @@ TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
   check_attention("tc-causal-fused", 19, 19, 2, 64, true, 60, true, test::AttentionLayout::Fused);
   check_attention("tc-cross-fused", 9, 21, 1, 64, false, 61, true, test::AttentionLayout::Fused);
   check_attention("tc-cross-offset", 9, 21, 1, 18, false, 62, true, test::AttentionLayout::Offset);
+  {  // the keys split over work-groups (the last split short, causal blocks with empty splits), then combined
+    const test::TuningScope split(test::kernel_context(), [](cl::TuningOverrides& o) { o.attention_splits = 3; });
+    check_attention("tc-split-causal", 40, 40, 2, 64, true, 63, true);
+    check_attention("tc-split-cross-offset", 9, 37, 1, 18, false, 64, true, test::AttentionLayout::Offset);
+  }
+  // A self-attention's q/k/v written in fp16 by the product (C_HALF, an odd last column) and read so (ATT_HALF,
+  // unaligned heads of 18): the bits of the fp32 projection's attention.
+  auto& ctx = test::kernel_context();
+  const int T = 19, K = 24, heads = 2, D = 18;
+  const nn::Tensor x = nn::upload(ctx, test::random_floats(T * K, 65), {T, K});
+  const nn::Tensor w =
+      nn::upload_weight(ctx, test::random_floats(3 * heads * D * K, 66), {3 * heads * D, K}, DType::F16);
+  const nn::Tensor qkv = nn::qkv_projection(ctx, x, w, nullptr, heads);
+  ASSERT_EQ(qkv.dtype, DType::F16);
+  const std::vector<float> half = nn::download(ctx, nn::self_attention(ctx, qkv, heads, true, DType::F16));
+  const std::vector<float> full =
+      nn::download(ctx, nn::self_attention(ctx, nn::linear(ctx, x, w, nullptr), heads, true, DType::F16));
+  EXPECT_EQ(half, full) << "fp16 q/k/v against fp32 ones";
 }
 
 TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
