@@ -183,8 +183,9 @@ struct TensorCoreRow {
   // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
   // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
   // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
-  // On in every row with tensor cores.
-  bool half_attention_operands = true;
+  // Off in every row: on an H100 the attention and the projections took longer with it (UNet +0.25 ms,
+  // docs/PERFORMANCE.md 2026-12-06 second session).
+  bool half_attention_operands = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
   // and each split keeps at least attention_split_keys keys (0: never split).

@@ -328,8 +328,8 @@ TEST(ConvFusion, AnFp16InputWhoseTensorCoreKernelCannotRunIsNormalisedAgainInFp3
   ctx->collect_timings();
   const nn::Tensor y = nn::conv2d(*ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
   std::vector<std::string> kernels;
-  for (const auto& t : ctx->collect_timings())
-    if (!t.mark) kernels.push_back(t.kernel);
+  for (const auto& t : ctx->collect_timings())  // (a fresh context on a GPU first probes ldmatrix, once)
+    if (!t.mark && t.kernel != "probe_ldmatrix") kernels.push_back(t.kernel);
   ctx->set_recording(false);
   ASSERT_GE(kernels.size(), 2u);
   EXPECT_EQ(kernels[0], "channel_affine_apply4_half");
