@@ -45,6 +45,16 @@ class SplitScope {
   test::TuningScope pin_;
 };
 
+// A self-attention's q/k/v in fp16 (TensorCoreRow::half_attention_operands, off in the rows) or not, for one scope.
+class HalfQkvScope {
+ public:
+  explicit HalfQkvScope(bool half)
+      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.tc_half_qkv = half; }) {}
+
+ private:
+  test::TuningScope pin_;
+};
+
 // Sets the attention_tc tile for one scope.
 class TileScope {
  public:
@@ -266,6 +276,7 @@ TEST(TensorCoreAttention, SplitKeysMatchFp16Reference) {
 TEST(TensorCoreAttention, QkvProjectionWritesFp16AsTheFp32ProductRounded) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
+  HalfQkvScope half(true);
   check_qkv_projection(4096, 320, 5, 64, true, 790);  // the UNet's 64² self-attention
   check_qkv_projection(77, 1024, 16, 64, true, 791);  // the text encoder's
   check_qkv_projection(33, 70, 3, 18, true, 792);     // odd
@@ -376,6 +387,7 @@ TEST(TensorCoreAttentionTiles, Fp16OperandsAreWidenedForTheFp32Kernel) {
 
 TEST(TensorCoreAttentionTiles, QkvProjectionWritesFp16OnTheTensorCoresOnly) {
   auto& ctx = test::kernel_context();
+  HalfQkvScope half(true);
   {
     PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
     check_qkv_projection(77, 64, 2, 32, true, 793);

@@ -289,6 +289,7 @@ TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
   // A self-attention's q/k/v written in fp16 by the product (C_HALF, an odd last column) and read so (ATT_HALF,
   // unaligned heads of 18): the bits of the fp32 projection's attention.
   auto& ctx = test::kernel_context();
+  const test::TuningScope half_qkv(ctx, [](cl::TuningOverrides& o) { o.tc_half_qkv = true; });  // (off in the rows)
   const int T = 19, K = 24, heads = 2, D = 18;
   const nn::Tensor x = nn::upload(ctx, test::random_floats(T * K, 65), {T, K});
   const nn::Tensor w =
