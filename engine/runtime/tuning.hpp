@@ -178,8 +178,10 @@ struct TensorCoreRow {
   bool gather_norm = false;
   // Where the norm is a launch of its own before a tensor-core convolution: that launch writes fp16 (rounded as the
   // convolution's gather would round it) and the convolution reads 16-bit values (gemm_tc.cl's A_HALF): the same
-  // products, half the bytes written and read. On in every row with tensor cores.
-  bool half_normed_input = true;
+  // products, half the bytes written and read. Off in every row: on an H200 the convolutions reading 16-bit values
+  // took 1.96 ms more an image than reading fp32 (VAE 18.47 -> 19.92 ms; docs/PERFORMANCE.md, 2026-12-06 second
+  // session, call 3).
+  bool half_normed_input = false;
   // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
   // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
   // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
