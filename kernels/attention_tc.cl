@@ -386,27 +386,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     l_b += quad_scratch[2 * ((tid & ~3) + i) + 1];
   }
 #endif
-  if (part_o) {
-    // The split's share: O as summed (relative to this split's running maxima), m and l of each row. A split
-    // without a visible key leaves m = -inf, l = 0 and O = 0, which the combination weighs by 0.
-    const int heads = get_num_groups(1), h = get_group_id(1);
-    const size_t rows0 = ((size_t)split * heads + h) * Tq;
-#if SDT_PTX
-#pragma unroll
-#endif
-    for (int j = 0; j < OTILES; ++j) {
-      const int d = j * 8 + 2 * t;
-      for (int e = 0; e < 2; ++e) {
-        if (d + e >= HEAD_DIM) continue;
-        if (row_a < Tq) part_o[(rows0 + row_a) * HEAD_DIM + d + e] = o[j][e];
-        if (row_b < Tq) part_o[(rows0 + row_b) * HEAD_DIM + d + e] = o[j][2 + e];
-      }
-    }
-    if (t == 0 && row_a < Tq) part_ml[rows0 + row_a] = (float2)(m_a, l_a);
-    if (t == 0 && row_b < Tq) part_ml[rows0 + row_b] = (float2)(m_b, l_b);
-    return;
-  }
-  const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+  // Into out, normalised; with the keys split, the split's share as summed (relative to its own running maxima)
+  // into part_o, its rows' m and l beside it. A split without a visible key leaves m = -inf, l = 0 and O = 0, which
+  // the combination weighs by 0.
+  const int h = get_group_id(1);
+  const size_t rows0 = ((size_t)split * get_num_groups(1) + h) * Tq;
+  __global float* dst = part_o ? part_o + rows0 * HEAD_DIM : out + col0;
+  const int ld = part_o ? HEAD_DIM : ldo;
+  const float inv_a = part_o ? 1.0f : 1.0f / l_a, inv_b = part_o ? 1.0f : 1.0f / l_b;
 #if SDT_PTX
 #pragma unroll
 #endif
@@ -414,10 +401,12 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     const int d = j * 8 + 2 * t;
     for (int e = 0; e < 2; ++e) {
       if (d + e >= HEAD_DIM) continue;
-      if (row_a < Tq) out[row_a * ldo + col0 + d + e] = o[j][e] * inv_a;
-      if (row_b < Tq) out[row_b * ldo + col0 + d + e] = o[j][2 + e] * inv_b;
+      if (row_a < Tq) dst[row_a * ld + d + e] = o[j][e] * inv_a;
+      if (row_b < Tq) dst[row_b * ld + d + e] = o[j][2 + e] * inv_b;
     }
   }
+  if (part_o && t == 0 && row_a < Tq) part_ml[rows0 + row_a] = (float2)(m_a, l_a);
+  if (part_o && t == 0 && row_b < Tq) part_ml[rows0 + row_b] = (float2)(m_b, l_b);
 }
 
 // The key splits' shares combined, per query row and head: m = max over splits of m_s, each share weighed by
