@@ -39,6 +39,14 @@
 // kernel's order (0, 1, ...: the same bits whichever group comes last) and runs the epilogue into C (the count and
 // its device-wide fence: common.cl's last_slice_of_tile, also gemm_tc.cl's; the host fuses only where that fence
 // is known to hold).
+// Stream-K (STREAM_K = 1, linear products in the summing program, batch 1; global (groups * RTF, RTS, 1)): the
+// first `splits` tiles are one work-group each (whole rounds of them), and the rest of the tiles' K steps are laid
+// end to end, tile after tile, and cut into equal runs of k_chunk / GEMM_TK steps, one per work-group after those:
+// a run covers the end of one tile's K and the start of the next. Each piece of a tile is a slice as above,
+// numbered in K order, and the tile's last piece to finish adds them up; a tile wholly inside one run is finished
+// at once. So the last round of work-groups is as full as the first, where whole tiles or split K leave it part
+// empty (the UNet's feed-forward out products: 480 work-groups, 264 at a time on an H200). Which products, how many
+// whole tiles and work-groups: the host (GemmRow::stream_k).
 // Bounds are checked everywhere: any M, N, K works (conv_out's N = 3, conv_in's K = 36). Indices are int: the
 // host rejects tensors of 2^31 elements or more.
 
@@ -71,6 +79,17 @@
 #endif
 #ifndef FUSED_SPLITK
 #define FUSED_SPLITK 0
+#endif
+#ifndef STREAM_K
+#define STREAM_K 0
+#endif
+#if STREAM_K && (A_MODE != 0 || !FUSED_SPLITK)
+#error "stream-K runs the linear products, in the program that sums split K itself"
+#endif
+#if STREAM_K
+#define SEGMENT_DONE continue  // a slice that is not its tile's last: on to this work-group's next segment
+#else
+#define SEGMENT_DONE return
 #endif
 
 #define RTM (GEMM_TM / GEMM_WM)  // work-items along m
@@ -211,6 +230,25 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 
   const int tf = get_local_id(0), ts = get_local_id(1);  // fast and slow work-item coordinates
   const int tid = ts * RTF + tf;
+#if STREAM_K
+  // The first `whole` tiles (the `splits` argument) one work-group each, K from end to end; the other tiles' K steps
+  // laid end to end and cut into runs of spw steps, one per work-group after those: a run covers the end of one
+  // tile's K and the start of the next. g_first: the global step where the group's run starts.
+  const int n_tiles = (N + GEMM_TN - 1) / GEMM_TN, steps = (K + GEMM_TK - 1) / GEMM_TK, spw = k_chunk / GEMM_TK;
+  const int total = n_tiles * ((M + GEMM_TM - 1) / GEMM_TM) * steps, whole = splits;
+  const int group = get_group_id(0);
+  const int g_first = group < whole ? group * steps : whole * steps + (group - whole) * spw;
+  for (int gs = g_first, gs_end = min(total, g_first + (group < whole ? steps : spw)); gs < gs_end;) {
+    const int tile = gs / steps, s0 = gs - tile * steps, s1 = min(steps, s0 + (gs_end - gs));
+    gs += s1 - s0;
+    const int n0 = (tile % n_tiles) * GEMM_TN, m0 = (tile / n_tiles) * GEMM_TM;
+    // The tile's pieces are the work-groups first .. last, numbered from 0 in K order: its slices.
+    const int first = tile < whole ? tile : whole + (tile - whole) * steps / spw;
+    const int last = tile < whole ? tile : whole + ((tile - whole) * steps + steps - 1) / spw;
+    const int split = group - first, tile_splits = last - first + 1;
+    const int batch = 0;
+    const int k_begin = s0 * GEMM_TK, k_stop = min(K, s1 * GEMM_TK);
+#else
 #if A_MODE == 0
   const int n0 = get_group_id(0) * GEMM_TN, m0 = get_group_id(1) * GEMM_TM;
 #else
@@ -218,10 +256,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
 #endif
   const int batch = get_group_id(2) / splits;
   const int split = get_group_id(2) - batch * splits;
-  const int a_base = a_off + batch * batch_a;
-  const int b_base = b_off + batch * batch_b;
   const int k_begin = split * k_chunk;
   const int k_stop = min(K, k_begin + k_chunk);
+  const int tile = get_group_id(0) + get_group_id(1) * get_num_groups(0), tile_splits = splits;
+#endif
+  const int a_base = a_off + batch * batch_a;
+  const int b_base = b_off + batch * batch_b;
 
   // ---- what each work-item loads: fixed rows and chunk positions, computed once.
 #if A_MODE == 2
@@ -399,7 +439,7 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
   const int s_base = A_MODE == 0 ? m0 : n0;
   const int s_end = A_MODE == 0 ? M : N;
 #if FUSED_SPLITK
-  if (tile_counters) {  // split K summed here (batch 1, raw_sums 0): see the header
+  if (tile_counters && tile_splits > 1) {  // split K summed here (batch 1, raw_sums 0): see the header
     // Partial rows are f_end long; a chunk loads as one vector where the rows keep VW alignment.
     const int vec = f_end % VW == 0;
     __global float* mine = partial + split * (M * N);
@@ -418,14 +458,12 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
         }
       }
     }
-    if (!last_slice_of_tile(tile_counters, get_group_id(0) + get_group_id(1) * get_num_groups(0), splits,
-                            &tile_is_last))
-      return;
+    if (!last_slice_of_tile(tile_counters, tile, tile_splits, &tile_is_last)) SEGMENT_DONE;
     // Every slice of each chunk in order; a slice's loads of all the work-item's chunks are issued together.
     __global volatile const float* sums = partial;
     for (int s = 0; s < SW; ++s)
       for (int q = 0; q < QF; ++q) acc[s][q] = (VEC)(0.0f);
-    for (int z = 0; z < splits; ++z) {
+    for (int z = 0; z < tile_splits; ++z) {
       VEC t[SW][QF];
       for (int s = 0; s < SW; ++s) {
         const int slow = min(s_base + ((s / VW) * RTS + ts) * VW + s % VW, s_end - 1);
@@ -481,6 +519,9 @@ __kernel __attribute__((reqd_work_group_size(RTF, RTS, 1))) void gemm(
         for (int f = 0; f < VW && f0 + f < f_end; ++f) row[f0 + f] = v[f];
     }
   }
+#if STREAM_K
+  }  // the next segment
+#endif
 }
 
 // Sums the split-K slices in order and finishes as gemm's epilogue does.   partial: [splits, M*N] in C's layout

@@ -169,6 +169,9 @@ int run_tuner(const Options& o) {
       ratio(r.tuned_linear_ms, r.table_linear_ms), ratio(r.tuned_conv_ms, r.table_conv_ms),
       ratio(r.tuned_big_ms, r.table_big_ms), ratio(r.tuned_batched_ms, r.table_batched_ms),
       ratio(r.tuned_long_k_ms, r.table_long_k_ms));
+  if (r.stream_k_on_ms > 0)
+    std::printf("stream-K on the tuned row's long-K and big products: %.3f ms against %.3f ms without (%.3f)\n",
+                r.stream_k_on_ms, r.stream_k_off_ms, ratio(r.stream_k_on_ms, r.stream_k_off_ms));
   std::printf("row to add to runtime/tuning.cpp's table for this device:\n  .gemm = %s,\n", r.tuned_tiles.c_str());
   if (!r.cache_file.empty()) std::printf("stored for the engine in %s\n", r.cache_file.c_str());
   if (!o.json_path.empty()) {
@@ -189,6 +192,8 @@ int run_tuner(const Options& o) {
                    {"tuned_batched_ms", r.tuned_batched_ms},
                    {"table_long_k_ms", r.table_long_k_ms},
                    {"tuned_long_k_ms", r.tuned_long_k_ms},
+                   {"stream_k_off_ms", r.stream_k_off_ms},
+                   {"stream_k_on_ms", r.stream_k_on_ms},
                    {"version", sdt::version()}};
     for (const auto& c : r.candidates)
       report["candidates"].push_back({{"tiles", c.tiles},

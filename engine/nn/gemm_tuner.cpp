@@ -20,7 +20,7 @@ using cl::GemmConfig;
 using cl::GemmMode;
 
 // 2: the UNet's small products timed too; 3: big linear tiles; 4: the long-K rule; 5: the batched rule
-constexpr int kFormatVersion = 5;
+constexpr int kFormatVersion = 6;
 constexpr double kCheckRtol = 1e-4;  // fp32 accumulation orders differ between tiles; a wrong tile is off by O(1)
 
 // Values k/1024 with |k| ≤ 1024: exact in fp16, so both weight storages compute the reference's products.
@@ -160,14 +160,18 @@ class ScopedOverrides {
 
 // `config` for every gemm.cl product (the general split-K rule still splits).
 ScopedOverrides pin_config(cl::Context& ctx, const GemmConfig& config) {
-  return ScopedOverrides(ctx, [&](cl::TuningOverrides& o) { o.gemm = config; });
+  return ScopedOverrides(ctx, [&](cl::TuningOverrides& o) {
+    o.gemm = config;
+    o.stream_k = false;  // the candidates are timed without it; the stream-K choice is timed on its own
+  });
 }
 
-// `row` as the context's tuned row (its rules decide each product's tiles).
+// `row` as the context's tuned row (its rules decide each product's tiles, its stream_k whatever the environment).
 ScopedOverrides install_row(cl::Context& ctx, const cl::GemmRow& row) {
   return ScopedOverrides(ctx, [&](cl::TuningOverrides& o) {
     o.gemm.reset();
     o.tuned_gemm = row;
+    o.stream_k = row.stream_k;
   });
 }
 
@@ -395,6 +399,27 @@ GemmTuneResult tune_gemm(cl::Context& ctx, const GemmTuneOptions& options) {
   }
 
   result.row = choose_gemm_row(result.candidates, ctx.info().name);
+  // Stream-K on the chosen row's big tiles (GemmRow::stream_k): the products it could take (the long-K and the big
+  // ones) timed under the row without it and with it, kept where it saves kStreamKGain.
+  if (result.row.linear_big && (any_long_k || any_big)) {
+    auto time_big = [&](bool stream) {
+      cl::GemmRow row = result.row;
+      row.stream_k = stream;
+      ScopedOverrides installed = install_row(ctx, row);
+      ctx.set_recording(true);
+      double ms = 0;
+      for (const Operands& o : timed)
+        if (o.product.long_k || o.product.big) ms += time_product(ctx, o, options.runs);
+      ctx.set_recording(false);
+      ctx.collect_timings();
+      return ms;
+    };
+    result.stream_k_off_ms = time_big(false);
+    result.stream_k_on_ms = time_big(true);
+    result.row.stream_k = result.stream_k_on_ms > 0 && result.stream_k_on_ms <= kStreamKGain * result.stream_k_off_ms;
+    log->info("gemm tuner: stream-K on the big tiles {:.3f} ms against {:.3f} ms without: {}", result.stream_k_on_ms,
+              result.stream_k_off_ms, result.row.stream_k ? "kept" : "not kept");
+  }
   if (any_long_k && options.time_rows) {
     ScopedOverrides chosen = install_row(ctx, result.row);
     result.tuned_long_k_ms = time_long_k();
@@ -420,7 +445,8 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   // "sdturbo-gemm-tuning <version>" then "linear tm tn tk wm wn vw", "conv …" and, when chosen, "linear_big …" and
-  // "long_k <long_k> <rows> <resident> <fill in thousandths> <big_groups_per_unit>", "batched_big <groups>".
+  // "long_k <long_k> <rows> <resident> <fill in thousandths> <big_groups_per_unit>", "batched_big <groups>",
+  // "stream_k".
   std::string magic;
   int version = 0;
   cl::GemmRow row;
@@ -442,6 +468,10 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
       row.big_groups_per_unit = groups;
       continue;
     }
+    if (family == "stream_k") {
+      row.stream_k = true;
+      continue;
+    }
     if (family == "batched_big") {
       int groups = 0;
       if (!(in >> groups) || groups <= 0) {
@@ -457,7 +487,7 @@ std::optional<cl::GemmRow> load_gemm_tuning(cl::Context& ctx) {
     if (family == "conv") row.conv = c, conv = true;
     if (family == "linear_big") row.linear_big = c;
   }
-  if (!linear || !conv || ((row.long_k || row.batched_big_groups_per_unit) && !row.linear_big)) {
+  if (!linear || !conv || ((row.long_k || row.batched_big_groups_per_unit || row.stream_k) && !row.linear_big)) {
     log::get("engine")->warn("ignoring the kernel tuning file {}: unreadable or not for this device; tuning again",
                              path.string());
     return std::nullopt;
@@ -485,6 +515,7 @@ void store_gemm_tuning(cl::Context& ctx, const cl::GemmRow& row) {
       out << "long_k " << row.long_k << ' ' << row.long_k_rows << ' ' << row.big_resident_per_unit << ' '
           << std::lround(row.long_k_fill * 1000) << ' ' << row.big_groups_per_unit << '\n';
     if (row.batched_big_groups_per_unit) out << "batched_big " << row.batched_big_groups_per_unit << '\n';
+    if (row.stream_k) out << "stream_k\n";
     if (!out) {
       log::get("engine")->warn("could not write the kernel tuning file {}: it runs again next time", tmp.string());
       return;
@@ -507,6 +538,7 @@ std::string gemm_row_text(const cl::GemmRow& row) {
     text += ", .long_k = " + std::to_string(row.long_k) + ", .long_k_rows = " + std::to_string(row.long_k_rows) +
             ", .big_resident_per_unit = " + std::to_string(row.big_resident_per_unit) + ", .long_k_fill = " + fill;
   }
+  if (row.stream_k) text += ", .stream_k = true";
   return text + "}";
 }
 

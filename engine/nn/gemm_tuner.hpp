@@ -78,6 +78,9 @@ struct GemmTuneCandidate {
 // Big tiles are kept only where they beat the linear choice on the big products by this much (they also cost a
 // program of their own to build).
 inline constexpr double kBigTileGain = 0.95;
+// Stream-K (GemmRow::stream_k) is kept where the row's long-K and big products take at most this much of their time
+// without it (it costs a program of its own to build).
+inline constexpr double kStreamKGain = 0.97;
 
 struct GemmTuneResult {
   // The choice: the fastest correct candidate of each family; linear_big the fastest at the big linear products
@@ -93,6 +96,9 @@ struct GemmTuneResult {
   // The long-K products as the context ran them before the tuning (the table's row, for sdturbo-bench --tune) and
   // with the choice; -1 without long-K products or GemmTuneOptions::time_rows (and from the cache).
   double table_long_k_ms = -1, tuned_long_k_ms = -1;
+  // The chosen row's long-K and big products without stream-K and with it (-1 where the row has no big tiles, or
+  // from the cache): the stream_k choice.
+  double stream_k_off_ms = -1, stream_k_on_ms = -1;
 };
 
 // The configurations tried on this device: the table's row first (the tuner never does worse than it), then tiles

@@ -4,6 +4,7 @@
 // read as [N, K] as it is stored; a 1×1 convolution with stride 1 and no padding reads x [C, H·W] directly.
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <optional>
 
 #include "nn/ops_internal.hpp"
@@ -197,6 +198,54 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
 }
 
+namespace {
+
+// A linear product of one batch as stream-K (kernels/gemm.cl, STREAM_K): whole rounds of tiles a work-group each,
+// then the other tiles' K steps laid end to end and shared evenly by at most one round of work-groups (runs of at
+// least min_steps); every piece of a tile a slice of it, summed in the kernel by the tile's last piece to finish.
+// False (nothing launched) where the summing program cannot run.
+bool launch_stream_k(cl::Context& ctx, const GemmProblem& p, const detail::GemmOperands& o, Act act,
+                     const cl::GemmConfig& config, const std::string& variant, const cl::Tuning::StreamK& plan) {
+  const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
+  const std::size_t tiles = m_groups * n_groups;
+  const std::size_t steps = (p.K + config.tk - 1) / config.tk;
+  const std::size_t round = static_cast<std::size_t>(plan.round);
+  if (round == 0 || tiles * steps == 0 || tiles * steps > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+    return false;
+  const std::size_t whole = tiles / round * round;     // tiles of a work-group each
+  const std::size_t shared = (tiles - whole) * steps;  // the rest's K steps, in runs of per_run
+  const std::size_t per_run =
+      std::max<std::size_t>({(shared + round - 1) / round, static_cast<std::size_t>(plan.min_steps), 1});
+  const std::size_t groups = whole + (shared + per_run - 1) / per_run;
+  std::size_t pieces = 1;  // the most pieces of one tile: the partial sums' slices
+  for (std::size_t t = whole; t < tiles; ++t)
+    pieces = std::max(pieces, ((t - whole) * steps + steps - 1) / per_run - (t - whole) * steps / per_run + 1);
+  if (pieces * p.M * p.N > static_cast<std::size_t>(std::numeric_limits<int>::max())) return false;
+  const cl_kernel kernel = summing_product_kernel(
+      ctx, "gemm", config.defines() + variant + " -DFUSED_SPLITK=1 -DSTREAM_K=1" + detail::summing_fence_define(ctx),
+      config.threads());
+  if (!kernel) return false;
+  const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
+  const cl::Buffer partial = pieces > 1 ? ctx.buffer(sizeof(float) * pieces * p.M * p.N) : cl::Buffer{};
+  const cl_mem counters = pieces > 1 ? ctx.zeroed_counters(tiles) : nullptr;
+  auto aligned4 = [](std::initializer_list<int> values) {
+    for (int v : values)
+      if (v % 4) return 0;
+    return 1;
+  };
+  const int ldc = p.ldc > 0 ? p.ldc : p.N;
+  const int act_code = static_cast<int>(act) | (o.act_after_residual ? detail::kActAfterResidual : 0);
+  ctx.launch(kernel, cl::Range(groups * rtn, rtm, 1), cl::Range(rtn, rtm, 1), p.M, p.N, p.K, o.a, o.b, o.bias,
+             o.residual, o.c, act_code, p.a_off, p.lda, p.b_off, p.ldb, p.c_off, ldc, aligned4({p.a_off, p.lda}),
+             aligned4({p.b_off, p.ldb}), aligned4({p.c_off, ldc}), p.in_h, p.in_w, p.out_w, p.stride, p.pad_top,
+             p.pad_left, p.upsample, static_cast<int>(per_run * config.tk), static_cast<int>(whole), 0, p.M * p.N, 0, 0,
+             0, cl_mem{nullptr}, 0, pieces > 1 ? partial.get() : cl_mem{nullptr}, counters);
+  if (p.count_flops) ctx.add_flops(2.0 * p.M * p.N * p.K);
+  return true;
+}
+
+}  // namespace
+
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
   if (o.ln_gamma) fail("gemm", "a layer norm in the gather needs the tensor-core kernel (run_gemm_on_tensor_cores)");
   if (run_gemm_on_tensor_cores(ctx, p, o, act)) return;
@@ -224,10 +273,14 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
     long_k_splits.reset();
   }
+  const bool raw = p.raw_splits > 0;
+  if (!raw && p.batch == 1 && ctx.tuning().gemm_fused_splitk())
+    if (const cl::Tuning::StreamK plan = ctx.tuning().stream_k(p.mode, p.M, p.N, p.K);
+        plan.round > 0 && launch_stream_k(ctx, p, o, act, config, variant, plan))
+      return;
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const std::size_t m_groups = (p.M + config.tm - 1) / config.tm, n_groups = (p.N + config.tn - 1) / config.tn;
   const int steps = (p.K + config.tk - 1) / config.tk;
-  const bool raw = p.raw_splits > 0;
   const int splits = raw           ? std::clamp(p.raw_splits, 1, std::max(1, steps))
                      : p.batch > 1   ? 1
                      : long_k_splits ? *long_k_splits

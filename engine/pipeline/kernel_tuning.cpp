@@ -55,6 +55,8 @@ KernelTuningReport tune_kernels(const std::string& device, WeightStorage storage
   }
   report.table_long_k_ms = result.table_long_k_ms;
   report.tuned_long_k_ms = result.tuned_long_k_ms;
+  report.stream_k_off_ms = result.stream_k_off_ms;
+  report.stream_k_on_ms = result.stream_k_on_ms;
   return report;
 }
 

@@ -62,6 +62,12 @@ const TuningRow kTable[] = {
         // End to end (A/B in one call, 2026-12-05 call 2): the VAE 33.11 -> 32.69 ms with fp16 weights, 32.79 ->
         // 32.36 with fp32; TAESD's 64-channel batches (K = 64) lost 4.16 -> 4.39 ms on them, hence
         // batched_big_min_k (its default, 256: the VAE's 128-channel batches, neutral, keep 64×64 too).
+        // stream_k: the long-K products and the GEGLU projection at 32×32 (640 tiles: 81 % of three rounds) as
+        // stream-K, their last round full: on an H100 (kernel bench, engine's tiles, two rounds, fp16 / fp32 weights)
+        // feed-forward out at 64×64 28.4 -> 31.5-32.6 / 28.2-28.3 -> 31.9-32.7 TFLOP/s, at 32×32 29.9-30.0 ->
+        // 32.0-32.5 / 29.6-29.9 -> 32.4-32.8, GEGLU at 32×32 28.4 -> 33.5-33.6 / 33.8-33.9, attention out at 32×32
+        // 18.8-18.9 -> 20.4-20.5; UNet on this path -0.29 to -0.40 ms (fp16 31.23 / 31.12 -> 30.83 / 30.83, fp32
+        // 30.09 -> 29.74), A/B in one call, 2026-12-06 third session (docs/bench/2026-12-06/stream-k).
         .gemm = {.linear = {64, 64, 16, 4, 4, 4},
                  .conv = {64, 64, 16, 4, 4, 4},
                  .linear_big = GemmConfig{128, 64, 16, 8, 4, 4},
@@ -71,6 +77,7 @@ const TuningRow kTable[] = {
                  .long_k_rows = 1024,
                  .big_resident_per_unit = 2,
                  .long_k_fill = 0.9,
+                 .stream_k = true,
                  .deferred = GemmConfig{64, 64, 16, 4, 4, 4}},
         // attention_tc: 4 warps with 32 keys per step (66 TFLOP/s on the UNet's 4096-token self-attention, 63 with
         // 64 keys, 46 with 2 warps, 42 with 8). Split K summed in the kernels (membar.gl), gemm_tc's and gemm.cl's:
@@ -330,6 +337,9 @@ TuningOverrides overrides_from_environment() {
   o.tc_half_normed_input =
       flag_from_env("SDT_TC_HALF_INPUT", "0 gives a tensor-core convolution its normalised input in fp32, 1 in fp16");
   o.attention_fill = count_from_env("SDT_ATT_FILL", 1L << 10, "work-groups per compute unit (0: no key splits)");
+  o.stream_k = flag_from_env("SDT_STREAM_K",
+                             "0 runs the big tiles' products as tiles and slices, 1 as stream-K where their last "
+                             "round runs part empty");
   o.tc_half_qkv = flag_from_env(
       "SDT_TC_HALF_QKV", "0 gives the tensor-core flash attention a self-attention's q, k and v in fp32, 1 in fp16");
   return o;
@@ -392,6 +402,8 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);
   effective_.batched_big_groups_per_unit =
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
+  effective_.stream_k = pick(explicit_.stream_k, environment_.stream_k);
+  effective_.stream_k_groups = pick(explicit_.stream_k_groups, environment_.stream_k_groups);
   ++epoch_;  // what a recording made before chose may differ now
 }
 
@@ -486,6 +498,22 @@ std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) con
   int slices = 1;
   while (slices < most && fill(slices) < row.long_k_fill) ++slices;
   return slices;
+}
+
+Tuning::StreamK Tuning::stream_k(GemmMode mode, int M, int N, int K) const {
+  if (mode != GemmMode::Linear) return {};
+  if (effective_.stream_k_groups) return {.round = *effective_.stream_k_groups, .min_steps = 1};
+  if (effective_.gemm || effective_.gemm_splits || (steady_path_deferred_ && deferred_gemm())) return {};
+  const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
+  if (!effective_.stream_k.value_or(row.stream_k) || !row.linear_big || gemm(mode, M, N, K) != *row.linear_big)
+    return {};
+  const GemmConfig& big = *row.linear_big;
+  const std::size_t tiles = tile_count(M, N, big.tm, big.tn);
+  const std::size_t round = static_cast<std::size_t>(row.big_resident_per_unit) * compute_units_;
+  const double fill = static_cast<double>(tiles) / static_cast<double>((tiles + round - 1) / round * round);
+  if (!long_k_splits(mode, M, N, K) && fill >= row.long_k_fill) return {};
+  const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;
+  return {.round = static_cast<int>(round), .min_steps = split.min_steps_per_split};
 }
 
 std::optional<GemmConfig> Tuning::deferred_gemm() const {

@@ -141,6 +141,12 @@ struct GemmRow {
   int long_k_rows = 1024;
   int big_resident_per_unit = 2;
   double long_k_fill = 0.9;
+  // Stream-K (gemm.cl's STREAM_K, where split K is summed in the kernel) for the linear products on the big tiles
+  // whose last round of work-groups would run part empty: the long-K products (instead of their slices), and those
+  // that take the big tiles by filling the device when their whole rounds of tiles leave the last below long_k_fill.
+  // Whole rounds of tiles (big_resident_per_unit a compute unit) run a tile a work-group; the rest of the tiles' K
+  // steps is shared evenly by one round of work-groups, each taking at least SplitKRow::min_steps_per_split.
+  bool stream_k = false;
   // While the steady path is deferred (the first images of a first start), every product's tiles, if set: tiles
   // whose kernel NVIDIA's compiler builds sooner (the first images' programs are not the steady path).
   std::optional<GemmConfig> deferred = {};
@@ -299,6 +305,10 @@ struct TuningOverrides {
   std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
   std::optional<int> batched_big_groups_per_unit = {};  // GemmRow::batched_big_groups_per_unit
+  std::optional<bool> stream_k = {};                    // GemmRow::stream_k
+  // Every linear gemm.cl product of one batch as stream-K with rounds of this many work-groups (runs of one K step
+  // or more), where split K can be summed in the kernel (tests; 0: none).
+  std::optional<int> stream_k_groups = {};
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
@@ -313,6 +323,8 @@ struct TuningOverrides {
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
 // SDT_ATT_FILL=groups (TensorCoreRow::attention_fill: split attention_tc's keys up to that many work-groups a compute
 // unit; 0: never),
+// SDT_STREAM_K=0 or 1 (GemmRow::stream_k: the big tiles' products whose last round runs part empty as they are or
+// as stream-K),
 // SDT_RECORD_TEXT=0 or 1 (the text encoder's launches one by one or recorded into a command buffer),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
@@ -344,6 +356,13 @@ class Tuning {
   // K slices of a linear M × N × K product that takes the big tiles for its long K (GemmRow::long_k); nullopt for
   // every other product (gemm_splits() decides).
   std::optional<int> long_k_splits(GemmMode mode, int M, int N, int K) const;
+  // How a linear M × N × K product of one batch runs as stream-K on gemm.cl (round 0: it does not): the tests'
+  // override, else GemmRow::stream_k (or SDT_STREAM_K) on the big tiles. The caller still needs the summing program.
+  struct StreamK {
+    int round = 0;      // work-groups that run at once: whole rounds of tiles, then one round sharing the rest
+    int min_steps = 1;  // K steps a run takes at least
+  };
+  StreamK stream_k(GemmMode mode, int M, int N, int K) const;
   // The tiles of the first images while the steady path is deferred: the override, else the row's (none when the
   // tuner's tiles replace the row's); nullopt: the first images take the steady tiles.
   std::optional<GemmConfig> deferred_gemm() const;

@@ -260,6 +260,75 @@ TEST(Gemm, BigTilesSplitAlongKMatchTheReference) {
   }
 }
 
+TEST(Gemm, StreamKMatchesTheReference) {
+  // gemm.cl's STREAM_K: whole rounds of tiles a work-group each, the rest's K steps cut into equal runs, one a
+  // work-group. Rounds that the tiles fill exactly (1, and 3 of the 15 64×64 tiles: no runs), whole rounds and runs
+  // cut inside tiles (7: 14 whole 64×64 tiles and 7 runs of one tile's 44 steps; 9 128×64 tiles: 7 whole and 7
+  // runs of 13), runs alone (40: 64×64 tiles in 17-step runs, 2 or 3 pieces a tile), and more groups than K steps
+  // (1000: runs of one step); the row's tiles and NVIDIA's 128×64 big tiles; odd shapes that cut every tile edge,
+  // aligned ones, both storages, bias, activation and residual.
+  for (const cl::GemmConfig& tiles : {cl::GemmConfig{128, 64, 16, 8, 4, 4}, cl::GemmConfig{64, 64, 16, 4, 4, 4}})
+    for (int groups : {1, 3, 7, 40, 1000}) {
+      test::TuningScope pin(test::kernel_context(), [&](cl::TuningOverrides& o) {
+        o.gemm = tiles;
+        o.fused_splitk = true;
+        o.stream_k_groups = groups;
+      });
+      SCOPED_TRACE(tiles.defines() + ", " + std::to_string(groups) + " work-groups");
+      check_linear({"stream-k", 300, 700, 170, true, Act::GELU, true}, DType::F16, 760);
+      check_linear({"stream-k-aligned", 256, 640, 192, true, Act::None, false}, DType::F32, 761);
+      check_linear({"stream-k-77", 77, 300, 130, true, Act::None, true}, DType::F32, 762);
+    }
+}
+
+TEST(Gemm, StreamKIsOneLaunchWithTheSameBitsOnEveryRun) {
+  // The pieces of a tile are added in K order by whichever finishes last: the same bits on every run, one launch
+  // (no reduce), and the same values as split K within fp32 summation order.
+  const Fp32KernelScope fp32_kernel;
+  auto& ctx = test::kernel_context();
+  const int M = 300, K = 700, N = 170;
+  const auto x_host = uniform(std::size_t(M) * K, 770, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(std::size_t(N) * K, 771, 0.05f), {N, K}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(N, 772, 0.1f), {N}, DType::F16);
+  const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+  const nn::Tensor r = nn::upload(ctx, uniform(std::size_t(M) * N, 773, 1.0f), {M, N});
+  auto run = [&](int groups, std::size_t* groups_launched) {
+    const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      o.gemm = cl::GemmConfig{64, 64, 16, 4, 4, 4};
+      o.fused_splitk = true;
+      if (groups > 0)
+        o.stream_k_groups = groups;
+      else
+        o.gemm_splits = 3;
+    });
+    const cl_mem poisoned = test::poison_next_output(ctx, std::size_t(M) * N * 4);
+    ctx.set_recording(true, true);
+    const nn::Tensor y = nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU, &r);
+    const std::vector<cl::KernelTiming> timings = ctx.collect_timings();
+    ctx.set_recording(false);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    std::size_t launches = 0;
+    for (const auto& l : timings)
+      if (!l.mark) ++launches, *groups_launched = l.global.size[0] / 16 * l.global.size[1] / 16 * l.global.size[2];
+    EXPECT_EQ(launches, 1u) << "no reduce launch";
+    return nn::download(ctx, y);
+  };
+  std::size_t groups = 0;
+  // 5 × 3 tiles of 44 K steps: 11 whole tiles, then the other 4 tiles' 176 steps in 11 runs of 16.
+  const std::vector<float> first = run(11, &groups);
+  EXPECT_EQ(groups, 22u) << "one launch of 11 + 11 work-groups";
+  for (int again = 0; again < 3; ++again) ASSERT_EQ(run(11, &groups), first) << "run " << again;
+  const std::vector<float> split = run(0, &groups);
+  EXPECT_EQ(groups, 45u) << "15 tiles × 3 slices";
+  ASSERT_EQ(split.size(), first.size());
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    worst = std::max(worst, std::abs(double(split[i]) - first[i]));
+    scale = std::max(scale, std::abs(double(split[i])));
+  }
+  EXPECT_LE(worst, 1e-5 * scale) << "stream-K against split K";
+}
+
 TEST(Gemm, SplitKSummedInTheKernelBuildsAProgramOnlyForSplitProducts) {
   // Unsplit products keep the program they had (the sum's code would slow them); a split one takes the summing
   // program where the row fuses, the reduce launch (in the tile's own program) where it does not, and while a first

@@ -142,8 +142,20 @@ TEST(GemmTuner, TheLongKRuleIsKeptOnlyWhereItBeatsTheGeneralRule) {
     EXPECT_EQ(ctx.tuning().gemm(cl::GemmMode::Linear, long_k.M, long_k.N, long_k.K), pick->config);
     EXPECT_EQ(ctx.tuning().gemm(cl::GemmMode::Linear, 1 << 16, 4096, 64), r.row.linear);
   }
+  // Stream-K (GemmRow::stream_k) timed on the chosen row's big tiles, kept where it saves kStreamKGain.
+  if (r.row.linear_big) {
+    ASSERT_GT(r.stream_k_off_ms, 0);
+    ASSERT_GT(r.stream_k_on_ms, 0);
+    EXPECT_EQ(r.row.stream_k, r.stream_k_on_ms <= nn::kStreamKGain * r.stream_k_off_ms)
+        << r.stream_k_on_ms << " / " << r.stream_k_off_ms;
+    EXPECT_EQ(nn::gemm_row_text(r.row).find(".stream_k = true") != std::string::npos, r.row.stream_k);
+  } else {
+    EXPECT_LT(r.stream_k_on_ms, 0) << "no big tiles: nothing to stream";
+    EXPECT_FALSE(r.row.stream_k);
+  }
   EXPECT_EQ(ctx.tuning().overrides().gemm, before.gemm) << "the tuner leaves the context as it found it";
   EXPECT_EQ(ctx.tuning().overrides().tuned_gemm.has_value(), before.tuned_gemm.has_value());
+  EXPECT_EQ(ctx.tuning().overrides().stream_k, before.stream_k);
 }
 
 TEST(GemmTuner, TheChoiceFollowsTheRulesOnTheTimes) {
@@ -278,6 +290,15 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
   EXPECT_EQ(batched_back->batched_big_groups_per_unit, nn::kBatchedBigGroups);
   EXPECT_EQ(batched_back->long_k, 640);
   EXPECT_EQ(batched_back->linear_big, with_big.linear_big);
+  EXPECT_FALSE(batched_back->stream_k);
+  cl::GemmRow with_stream = with_batched;
+  with_stream.stream_k = true;
+  nn::store_gemm_tuning(ctx, with_stream);
+  const auto stream_back = nn::load_gemm_tuning(ctx);
+  ASSERT_TRUE(stream_back.has_value());
+  EXPECT_TRUE(stream_back->stream_k);
+  EXPECT_EQ(stream_back->batched_big_groups_per_unit, nn::kBatchedBigGroups);
+  EXPECT_EQ(stream_back->long_k, 640);
   // Damaged, another format's, or tiles this device cannot run: read as nothing, so the tuner runs again.
   for (const char* text : {"sdturbo-gemm-tuning 1\nlinear 32 32\n", "sdturbo-gemm-tuning 99\nlinear 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 1\nlinear 32 32 16 3 4 4\nconv 32 32 16 4 4 4\n",
@@ -286,15 +307,19 @@ TEST(GemmTuner, TheChoiceIsStoredWithTheKernelCacheAndReadBack) {
                            "sdturbo-gemm-tuning 2\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 3\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
                            "sdturbo-gemm-tuning 4\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
+                           // the format before stream-K: tuned again (its rows never timed it)
+                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n",
                            // a damaged long-K line, and one without big tiles
-                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "sdturbo-gemm-tuning 6\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "linear_big 64 32 16 4 4 4\nlong_k 640 1024 0 900 4\n",
-                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "sdturbo-gemm-tuning 6\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "long_k 640 1024 2 900 4\n",
                            // a damaged batched line, and one without big tiles
-                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
+                           "sdturbo-gemm-tuning 6\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\n"
                            "linear_big 64 32 16 4 4 4\nbatched_big 0\n",
-                           "sdturbo-gemm-tuning 5\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nbatched_big 8\n", ""}) {
+                           "sdturbo-gemm-tuning 6\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nbatched_big 8\n",
+                           // stream-K without big tiles
+                           "sdturbo-gemm-tuning 6\nlinear 32 32 16 4 4 4\nconv 32 32 16 4 4 4\nstream_k\n", ""}) {
     std::ofstream(file, std::ios::trunc) << text;
     EXPECT_FALSE(nn::load_gemm_tuning(ctx).has_value()) << text;
   }

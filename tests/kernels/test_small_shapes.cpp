@@ -220,6 +220,17 @@ TEST(SmallShapesSummedInTheKernel, GemmAndTensorCoreStandInSplitAlongK) {
     check_linear("fused-split", 9, 200, 13, DType::F32, Act::None, true, 35);
     check_conv("fused-split", conv(24, 4, 5, 7, 3, 1, 1), DType::F16, true, 36);
   }
+  // Stream-K: 2 tiles of 13 K steps in rounds of 5 work-groups: runs of 6 steps, so pieces of 6, 6 and 1 and of 5,
+  // 6 and 2; then 3 tiles in rounds of 2: 2 whole tiles, and runs of 7 and 6 steps of the third.
+  for (int round : {5, 2}) {
+    const GemmPath path(TensorCores::Off);
+    const test::TuningScope stream(test::kernel_context(), [&](cl::TuningOverrides& o) {
+      o.gemm = cl::GemmConfig{64, 64, 16, 4, 4, 4};
+      o.fused_splitk = true;
+      o.stream_k_groups = round;
+    });
+    check_linear("stream-k", round == 5 ? 70 : 130, 200, 40, DType::F16, Act::GELU, true, 37);
+  }
   const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
   const Splits splits(2, true);
   check_linear("tc-fused-split", 9, 96, 17, DType::F16, Act::None, false, 43, true);

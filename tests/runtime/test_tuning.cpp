@@ -175,6 +175,49 @@ TEST(Tuning, LinearProductsOfALongKOnFewBigTilesSplitThemToFillTheirRounds) {
   EXPECT_EQ(t.gemm(GemmMode::Linear, 4096, 320, 1280), row);
 }
 
+TEST(Tuning, BigTileProductsWhoseLastRoundRunsPartEmptyRunAsStreamKWhereTheRowSaysSo) {
+  // GemmRow::stream_k: on the big tiles (128×64, 2 an SM: rounds of 264 on the H200's 132), the long-K products, and
+  // those filling the device whose whole rounds leave the last below long_k_fill (90 %); runs of at least the
+  // split-K rule's 4 steps. SDT_STREAM_K or an override turns it on or off; the tests' round forces any linear product.
+  Tuning h200(kH200, true);
+  auto round = [&](int M, int N, int K, GemmMode mode = GemmMode::Linear) {
+    return h200.stream_k(mode, M, N, K).round;
+  };
+  ASSERT_TRUE(cl::tuning_row(kH200).gemm.stream_k);
+  EXPECT_EQ(round(4096, 320, 1280), 264) << "the row's";
+  cl::TuningOverrides o;
+  o.gemm_splits = 3;
+  h200.set_overrides(o);
+  EXPECT_EQ(round(4096, 320, 1280), 0) << "an explicit slice count decides";
+  o = {};
+  o.gemm = cl::GemmConfig{128, 64, 16, 8, 4, 4};
+  h200.set_overrides(o);
+  EXPECT_EQ(round(4096, 320, 1280), 0) << "so does an explicit tile";
+  o = {};
+  o.stream_k = true;
+  h200.set_overrides(o);
+  EXPECT_EQ(round(4096, 320, 1280), 264) << "feed-forward out: long K, 160 tiles";
+  EXPECT_EQ(h200.stream_k(GemmMode::Linear, 4096, 320, 1280).min_steps, 4);
+  EXPECT_EQ(round(1024, 640, 640), 264) << "attention out at 32×32: long K";
+  EXPECT_EQ(round(1024, 5120, 640), 264) << "GEGLU at 32×32: 640 tiles, 81 % of 3 rounds";
+  EXPECT_EQ(round(4096, 2560, 320), 0) << "GEGLU at 64×64: 1280 tiles, 97 % of 5 rounds";
+  EXPECT_EQ(round(4096, 960, 320), 0) << "q/k/v at 64×64: the row's small tiles";
+  EXPECT_EQ(round(77, 1024, 4096), 0) << "the text encoder's 77 rows";
+  EXPECT_EQ(round(4096, 320, 1280, GemmMode::Conv1x1), 0);
+  o.stream_k = false;
+  h200.set_overrides(o);
+  EXPECT_EQ(round(4096, 320, 1280), 0);
+  EXPECT_EQ(round(1024, 5120, 640), 0);
+  o = {};
+  o.stream_k_groups = 7;
+  h200.set_overrides(o);
+  EXPECT_EQ(round(77, 1024, 4096), 7);
+  EXPECT_EQ(h200.stream_k(GemmMode::Linear, 77, 1024, 4096).min_steps, 1);
+  EXPECT_EQ(round(4096, 320, 1280, GemmMode::Conv), 0) << "linear products only";
+  const Tuning radeon(kRadeon, false, {.stream_k = true});
+  EXPECT_EQ(radeon.stream_k(GemmMode::Linear, 4096, 320, 1280).round, 0) << "a row without big tiles";
+}
+
 TEST(Tuning, ATunedRowsLongKRuleTakesItsBigTilesForTheLongKProductsAlone) {
   // What the kernel tuner stores when the long-K rule wins without big tiles of its own (nn::kBigTilesNever).
   cl::GemmRow row{{64, 64, 16, 4, 4, 4}, {64, 64, 16, 4, 4, 4}};

@@ -262,6 +262,8 @@ struct KernelTuningReport {
   double table_batched_ms = -1, tuned_batched_ms = -1;
   // The long-K products as each row runs them (the table's rules, the choice's).
   double table_long_k_ms = -1, tuned_long_k_ms = -1;
+  // The choice's long-K and big products without stream-K and with it (its stream_k: kept where it saves 3 %).
+  double stream_k_off_ms = -1, stream_k_on_ms = -1;
   std::string cache_file;  // where the choice is stored for the engine ("" without a disk cache)
 };
 // Runs the kernel tuner on a device (selector as EngineOptions::device) with weights in `storage`, whatever the
