@@ -35,35 +35,13 @@ struct Case {
   float q_range = 1.0f;  // larger: sharper softmax
 };
 
-// Splits attention_tc's keys over `splits` work-groups (1: none) for one scope.
-class SplitScope {
- public:
-  explicit SplitScope(int splits)
-      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention_splits = splits; }) {}
-
- private:
-  test::TuningScope pin_;
-};
-
-// A self-attention's q/k/v in fp16 (TensorCoreRow::half_attention_operands, off in the rows) or not, for one scope.
-class HalfQkvScope {
- public:
-  explicit HalfQkvScope(bool half)
-      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.tc_half_qkv = half; }) {}
-
- private:
-  test::TuningScope pin_;
-};
-
-// Sets the attention_tc tile for one scope.
-class TileScope {
- public:
-  explicit TileScope(std::optional<AttentionTcConfig> config)
-      : pin_(test::kernel_context(), [&](cl::TuningOverrides& o) { o.attention_tc = config; }) {}
-
- private:
-  test::TuningScope pin_;
-};
+// One tuning override on the kernel tests' context for a scope: attention_tc's tile (attention_tc), its keys split
+// over that many work-groups (attention_splits; 1: none), a self-attention's q/k/v in fp16 (tc_half_qkv, off in the
+// rows).
+template <typename T, typename V>
+test::TuningScope pin(std::optional<T> cl::TuningOverrides::*field, V value) {
+  return test::TuningScope(test::kernel_context(), [&](cl::TuningOverrides& o) { o.*field = value; });
+}
 
 // layout: see test::AttentionLayout (the fused projections' column ranges, unaligned ones).
 void check(const Case& c, std::uint32_t seed, test::AttentionLayout layout = test::AttentionLayout::Separate) {
@@ -225,7 +203,7 @@ TEST(TensorCoreAttention, MatchesFp16ReferenceAtOddShapesInEveryTile) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
   for (const AttentionTcConfig& config : {kDefault, kWide, kNarrow}) {
-    TileScope tile(config);
+    const auto tile = pin(&cl::TuningOverrides::attention_tc, config);
     SCOPED_TRACE(config.defines(64));
     check({"odd", 13, 37, 3, 64}, 710);
     check({"odd-causal", 100, 100, 2, 64, true}, 711);
@@ -263,7 +241,7 @@ TEST(TensorCoreAttention, SplitKeysMatchFp16Reference) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
   for (int splits : {2, 4}) {
-    SplitScope split(splits);
+    const auto split = pin(&cl::TuningOverrides::attention_splits, splits);
     SCOPED_TRACE(std::to_string(splits) + " key splits");
     check({"unet-self-4096", 4096, 4096, 5, 64}, 800 + splits);
     check({"unet-self-1024", 1024, 1024, 10, 64}, 810 + splits, test::AttentionLayout::Fused);
@@ -276,7 +254,7 @@ TEST(TensorCoreAttention, SplitKeysMatchFp16Reference) {
 TEST(TensorCoreAttention, QkvProjectionWritesFp16AsTheFp32ProductRounded) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
-  HalfQkvScope half(true);
+  const auto half = pin(&cl::TuningOverrides::tc_half_qkv, true);
   check_qkv_projection(4096, 320, 5, 64, true, 790);  // the UNet's 64² self-attention
   check_qkv_projection(77, 1024, 16, 64, true, 791);  // the text encoder's
   check_qkv_projection(33, 70, 3, 18, true, 792);     // odd
@@ -289,7 +267,7 @@ TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
   // 18 in the default one; 64 keys per step and 96-wide heads run on the GPU's test above.)
   PathScope emulated(TensorCores::Emulated);
   {
-    TileScope tile(kDefault);
+    const auto tile = pin(&cl::TuningOverrides::attention_tc, kDefault);
     check({"clip", 77, 77, 16, 64, true, 4.0f}, 720);
     check({"self", 130, 130, 2, 64}, 721);
     check({"cross", 100, 77, 3, 64}, 722);
@@ -298,7 +276,7 @@ TEST(TensorCoreAttentionTiles, EmulatedFlashKernelMatchesFp16Reference) {
     check({"sharp-causal", 70, 70, 1, 64, true, 40.0f}, 725);
   }
   {
-    TileScope tile(kNarrow);
+    const auto tile = pin(&cl::TuningOverrides::attention_tc, kNarrow);
     check({"narrow-causal", 45, 77, 2, 64, true}, 726);
     check({"narrow-odd", 13, 37, 3, 64}, 727);
   }
@@ -310,7 +288,7 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelsReadQKAndVAsColumnsOfFusedProjecti
   // Aligned (float4 loads) with the fused layouts, element by element with the offset ones; the wide head's
   // blocked products with both.
   PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
-  TileScope tile(kDefault);
+  const auto tile = pin(&cl::TuningOverrides::attention_tc, kDefault);
   for (test::AttentionLayout layout : {test::AttentionLayout::Fused, test::AttentionLayout::Offset}) {
     check({"clip", 77, 77, 16, 64, true, 4.0f}, 770, layout);
     check({"cross", 100, 77, 3, 64}, 771, layout);
@@ -345,7 +323,7 @@ TEST(TensorCoreAttentionTiles, Fp32ModelsKeepFp32Attention) {
 
 TEST(TensorCoreAttentionTiles, EmulatedKernelGivesFp16OperandsTheSameBitsAsFp32Ones) {
   PathScope emulated(TensorCores::Emulated);
-  TileScope tile(kDefault);
+  const auto tile = pin(&cl::TuningOverrides::attention_tc, kDefault);
   check_half_operands({"clip", 77, 77, 16, 64, true, 4.0f}, 785, test::AttentionLayout::Fused);
   check_half_operands({"self", 130, 130, 2, 64}, 786, test::AttentionLayout::Fused);
   check_half_operands({"cross", 100, 77, 3, 64}, 787, test::AttentionLayout::Separate);
@@ -357,9 +335,9 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelSplitsTheKeysAndCombinesTheShares) 
   // key (their shares weigh 0), a single key (one split whatever is asked), fp16 operands; the two launches each.
   auto& ctx = test::kernel_context();
   PathScope emulated(TensorCores::Emulated);
-  TileScope tile(kDefault);
+  const auto tile = pin(&cl::TuningOverrides::attention_tc, kDefault);
   for (int splits : {2, 3, 5}) {
-    SplitScope split(splits);
+    const auto split = pin(&cl::TuningOverrides::attention_splits, splits);
     SCOPED_TRACE(std::to_string(splits) + " key splits");
     check({"self", 130, 130, 2, 64}, 850 + splits);
     check({"causal", 100, 100, 2, 64, true, 4.0f}, 855 + splits);
@@ -368,7 +346,7 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelSplitsTheKeysAndCombinesTheShares) 
     check({"unaligned-18", 21, 19, 3, 18, true}, 870 + splits, test::AttentionLayout::Offset);
     check({"single-key", 5, 1, 2, 64}, 875 + splits);
   }
-  SplitScope split(3);
+  const auto split = pin(&cl::TuningOverrides::attention_splits, 3);
   check_half_operands({"self", 130, 130, 2, 64}, 880, test::AttentionLayout::Fused);
   ctx.set_recording(true);
   ctx.collect_timings();
@@ -387,7 +365,7 @@ TEST(TensorCoreAttentionTiles, Fp16OperandsAreWidenedForTheFp32Kernel) {
 
 TEST(TensorCoreAttentionTiles, QkvProjectionWritesFp16OnTheTensorCoresOnly) {
   auto& ctx = test::kernel_context();
-  HalfQkvScope half(true);
+  const auto half = pin(&cl::TuningOverrides::tc_half_qkv, true);
   {
     PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
     check_qkv_projection(77, 64, 2, 32, true, 793);
