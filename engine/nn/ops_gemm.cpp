@@ -200,6 +200,14 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
 
 namespace {
 
+// 1 where every value is a multiple of 4 (gemm.cl's a_vec / b_vec / c_vec): 4-wide vector accesses need every row
+// of the operand to start at a multiple of 4 elements.
+int aligned4(std::initializer_list<int> values) {
+  for (int v : values)
+    if (v % 4) return 0;
+  return 1;
+}
+
 // A linear product of one batch as stream-K (kernels/gemm.cl, STREAM_K): whole rounds of tiles a work-group each,
 // then the other tiles' K steps laid end to end and shared evenly by at most one round of work-groups (runs of at
 // least min_steps); every piece of a tile a slice of it, summed in the kernel by the tile's last piece to finish.
@@ -228,11 +236,6 @@ bool launch_stream_k(cl::Context& ctx, const GemmProblem& p, const detail::GemmO
   const std::size_t rtm = config.tm / config.wm, rtn = config.tn / config.wn;
   const cl::Buffer partial = pieces > 1 ? ctx.buffer(sizeof(float) * pieces * p.M * p.N) : cl::Buffer{};
   const cl_mem counters = pieces > 1 ? ctx.zeroed_counters(tiles) : nullptr;
-  auto aligned4 = [](std::initializer_list<int> values) {
-    for (int v : values)
-      if (v % 4) return 0;
-    return 1;
-  };
   const int ldc = p.ldc > 0 ? p.ldc : p.N;
   const int act_code = static_cast<int>(act) | (o.act_after_residual ? detail::kActAfterResidual : 0);
   ctx.launch(kernel, cl::Range(groups * rtn, rtm, 1), cl::Range(rtn, rtm, 1), p.M, p.N, p.K, o.a, o.b, o.bias,
@@ -293,12 +296,6 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
       m_fast ? cl::Range(m_groups * rtm, n_groups * rtn, z) : cl::Range(n_groups * rtn, m_groups * rtm, z);
   const cl::Range local = m_fast ? cl::Range(rtm, rtn, 1) : cl::Range(rtn, rtm, 1);
 
-  // 4-wide vector accesses need every row of the operand to start at a multiple of 4 elements.
-  auto aligned4 = [](std::initializer_list<int> values) {
-    for (int v : values)
-      if (v % 4) return 0;
-    return 1;
-  };
   const int ldc = p.ldc > 0 ? p.ldc : (m_fast ? p.M : p.N);
   const int lda = p.mode == GemmMode::Conv1x1 && p.lda == 0 ? p.M : p.lda;
   const int a_vec = p.mode == GemmMode::Conv ? 0 : aligned4({p.a_off, lda, p.batch_a});
