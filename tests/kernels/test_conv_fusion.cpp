@@ -273,8 +273,12 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
         EXPECT_EQ(kernels[0],
                   std::string(by4 ? "channel_affine_apply4" : "channel_affine_apply") + (half ? "_half" : ""));
         EXPECT_EQ(kernels[1], "gemm_tc");
-        if (setting.fused == false) EXPECT_EQ(kernels.size() > 2 ? kernels[2] : "", "gemm_splitk_reduce");
-        if (!c.act_after_residual) EXPECT_EQ(y.buffer.get(), poisoned);
+        if (setting.fused == false) {
+          EXPECT_EQ(kernels.size() > 2 ? kernels[2] : "", "gemm_splitk_reduce");
+        }
+        if (!c.act_after_residual) {
+          EXPECT_EQ(y.buffer.get(), poisoned);
+        }
         const std::vector<float> host = nn::download(ctx, y);
         if (!half) {  // the fp32 input's product against the reference loops first
           test::NormParams norm;
