@@ -255,6 +255,10 @@ std::vector<CaseSpec> cases() {
                }});
   c.push_back({"unet", "linear, split along K (few tiles, long sums), 2560 → 640", true, kAccumulated,
                [](Env& env) { return linear_case(env, 16, 2560, 640, Act::None, false); }});
+  // A long K on few tiles of many rows: where the row has the long-K rule and stream-K (GemmRow::stream_k), its 8
+  // big tiles' 320 K steps in runs shared by the whole device, up to 10 pieces a tile summed by the last.
+  c.push_back({"unet", "linear, long K on few big tiles (stream-K), 640 → 64, 1024 rows", true, kAccumulated,
+               [](Env& env) { return linear_case(env, 1024, 640, 64, Act::None, true); }});
   c.push_back({"unet", "conv 3×3 stride 2 (downsample), 128 → 128", true, kAccumulated,
                [](Env& env) { return conv_case(env, conv(128, 16, 16, 128, 3, 2, 1), false); }});
   c.push_back({"unet", "conv 1×1 (skip connection), 256 → 128", true, kAccumulated,
