@@ -276,8 +276,10 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
     kernel = ctx.kernel("gemm", "gemm", config.defines() + variant);
     long_k_splits.reset();
   }
+  const bool fell_back = !(config == ctx.tuning().gemm(p.mode, p.M, p.N, p.K, p.batch));
   const bool raw = p.raw_splits > 0;
-  if (!raw && p.batch == 1 && ctx.tuning().gemm_fused_splitk())
+  // Stream-K's rounds are those of the tiles the row chose, not of the fallback tiles.
+  if (!raw && !fell_back && p.batch == 1 && ctx.tuning().gemm_fused_splitk())
     if (const cl::Tuning::StreamK plan = ctx.tuning().stream_k(p.mode, p.M, p.N, p.K);
         plan.round > 0 && launch_stream_k(ctx, p, o, act, config, variant, plan))
       return;

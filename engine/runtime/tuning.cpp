@@ -476,6 +476,16 @@ GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
   return fills_device(M, N, big->tm, big->tn, row.big_groups_per_unit) ? *big : config;
 }
 
+namespace {
+
+// The share of the slots of whole rounds of `round` work-groups that `groups` work-groups fill (1: every round whole;
+// below it, the last round runs part empty).
+double last_round_fill(std::size_t groups, std::size_t round) {
+  return static_cast<double>(groups) / static_cast<double>((groups + round - 1) / round * round);
+}
+
+}  // namespace
+
 std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) const {
   if (mode != GemmMode::Linear || effective_.gemm || effective_.gemm_splits ||
       (steady_path_deferred_ && deferred_gemm()))
@@ -490,11 +500,7 @@ std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) con
   const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;
   const int steps = (K + big->tk - 1) / big->tk;
   const int most = std::max(1, std::min(steps / split.min_steps_per_split, split.max_splits));
-  // How full the last round of tiles × slices work-groups is.
-  const auto fill = [&](int slices) {
-    const std::size_t groups = tiles * static_cast<std::size_t>(slices);
-    return static_cast<double>(groups) / static_cast<double>((groups + round - 1) / round * round);
-  };
+  const auto fill = [&](int slices) { return last_round_fill(tiles * static_cast<std::size_t>(slices), round); };
   int slices = 1;
   while (slices < most && fill(slices) < row.long_k_fill) ++slices;
   return slices;
@@ -510,8 +516,7 @@ Tuning::StreamK Tuning::stream_k(GemmMode mode, int M, int N, int K) const {
   const GemmConfig& big = *row.linear_big;
   const std::size_t tiles = tile_count(M, N, big.tm, big.tn);
   const std::size_t round = static_cast<std::size_t>(row.big_resident_per_unit) * compute_units_;
-  const double fill = static_cast<double>(tiles) / static_cast<double>((tiles + round - 1) / round * round);
-  if (!long_k_splits(mode, M, N, K) && fill >= row.long_k_fill) return {};
+  if (!long_k_splits(mode, M, N, K) && last_round_fill(tiles, round) >= row.long_k_fill) return {};
   const SplitKRow& split = effective_.split_k ? *effective_.split_k : row_->split_k;
   return {.round = static_cast<int>(round), .min_steps = split.min_steps_per_split};
 }
