@@ -127,6 +127,15 @@ DecoderRun bench_decoder(sdt::Engine& engine, const Options& o, const std::strin
     run.stage_ms["host_own_enqueue"].push_back(t.host_enqueue_ms - t.host_stage_wait_ms);
     run.stage_ms["host_wait"].push_back(t.host_wait_ms);
     run.stage_ms["host_after_device"].push_back(t.host_after_device_ms);
+    // host_gap by where it went, the two clocks related through the first stage mark (StageTimings): before the
+    // device reached the first mark (of it, before the host enqueued it), the device's checks and read-backs after
+    // the last mark, the host's wake-up after the last command; with host_after_device they make host_gap.
+    if (t.host_gap_parts) {
+      run.stage_ms["gap_before_device"].push_back(t.host_before_device_ms);
+      run.stage_ms["gap_first_enqueue"].push_back(t.host_first_enqueue_ms);
+      run.stage_ms["gap_device_tail"].push_back(t.device_tail_ms);
+      run.stage_ms["gap_wake"].push_back(t.host_wake_ms);
+    }
     run.peak_bytes = std::max(run.peak_bytes, t.peak_device_bytes);
     run.stage_flops.clear();
     for (const auto& [label, flops] : t.stage_flops) run.stage_flops[stage_of(label)] += flops;

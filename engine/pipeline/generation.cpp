@@ -292,6 +292,9 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     const std::vector<cl::KernelTiming> timings = ctx.collect_timings();  // the queue is idle: no wait
     ctx.set_recording(false);
     pipeline::add_stage_timings(timings, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
+    // The reads are the queue's last commands: the latents', enqueued last, ended last.
+    pipeline::add_host_gap_parts(timings, start, ctx.ended_ms(pending.reads.back().event.get()), waited,
+                                 result.timings);
     if (options_.profile_kernels) result.idle_gaps = pipeline::longest_idle_gaps(timings, 12);
     // A cancel raised during the read-back still wins: a cancelled request never hands out an image to be saved.
     if (stages.cancelled())

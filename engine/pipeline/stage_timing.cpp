@@ -101,6 +101,28 @@ void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimin
     for (auto& [key, entry] : per_kernel) profile->push_back(std::move(entry));
 }
 
+void add_host_gap_parts(const std::vector<cl::KernelTiming>& recorded, std::chrono::steady_clock::time_point start,
+                        std::optional<double> device_end_ms, std::chrono::steady_clock::time_point waited,
+                        StageTimings& t) {
+  const cl::KernelTiming* first = nullptr;
+  const cl::KernelTiming* last = nullptr;
+  for (const auto& k : recorded)
+    if (k.mark && k.timed) {
+      if (!first) first = &k;
+      last = &k;
+    }
+  if (!first || !first->queued_ms || !device_end_ms) return;
+  // The first mark's enqueue, on both clocks: a device time d is the host time host_enqueued + (d − queued_ms).
+  const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  const double enqueued_host_ms = ms(first->host_enqueued - start);  // after start
+  const auto host_ms = [&](double device_ms) { return enqueued_host_ms + (device_ms - *first->queued_ms); };
+  t.host_gap_parts = true;
+  t.host_first_enqueue_ms = enqueued_host_ms;
+  t.host_before_device_ms = host_ms(first->start_ms);
+  t.device_tail_ms = *device_end_ms - last->start_ms;
+  t.host_wake_ms = ms(waited - start) - host_ms(*device_end_ms);
+}
+
 std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>& recorded, std::size_t count) {
   std::vector<const cl::KernelTiming*> order;
   order.reserve(recorded.size());

@@ -5,7 +5,9 @@
 //  - stage_timings() sums the profiling events the context recorded per stage label into StageTimings.
 #pragma once
 
+#include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,14 @@ class StageFences {
 // the stage marks time the stages (cl::Context::set_stage), device busy and span being the marks' span.
 void add_stage_timings(const std::vector<cl::KernelTiming>& recorded, StageTimings& timings,
                        std::vector<KernelProfileEntry>* profile);
+
+// The host's clock outside the device's span in its parts (StageTimings::host_before_device_ms and after), from
+// the stage marks of `recorded`: `start` is when the generation's call began, `device_end_ms` when its last
+// command ended (in `recorded`'s milliseconds), `waited` when the host's wait for it returned. Leaves them unset
+// without marks, without the first mark's enqueue time or without device_end_ms.
+void add_host_gap_parts(const std::vector<cl::KernelTiming>& recorded, std::chrono::steady_clock::time_point start,
+                        std::optional<double> device_end_ms, std::chrono::steady_clock::time_point waited,
+                        StageTimings& timings);
 
 // The `count` longest stretches in which the device ran none of the recorded launches, longest first.
 std::vector<DeviceIdleGap> longest_idle_gaps(const std::vector<cl::KernelTiming>& recorded, std::size_t count);

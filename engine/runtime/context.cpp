@@ -618,7 +618,8 @@ void Context::set_stage(std::string stage) {
     cl_event event = nullptr;
     check(clEnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &event), "clEnqueueMarkerWithWaitList",
           "the mark of stage '" + stage + "'");
-    recorded_.push_back({stage, std::string(), EventHandle(event), 0, 0, false, {}, {}, true});
+    recorded_.push_back(
+        {stage, std::string(), EventHandle(event), 0, 0, false, {}, {}, true, 0, std::chrono::steady_clock::now()});
   }
   stage_ = std::move(stage);
 }
@@ -631,9 +632,20 @@ void Context::harvest_timings() {
         clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_START, sizeof r.start, &r.start, nullptr) ==
             CL_SUCCESS &&
         clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_END, sizeof r.end, &r.end, nullptr) == CL_SUCCESS;
+    if (r.mark && clGetEventProfilingInfo(r.event.get(), CL_PROFILING_COMMAND_QUEUED, sizeof r.queued, &r.queued,
+                                          nullptr) != CL_SUCCESS)
+      r.queued = 0;
     r.event.reset();
   }
 }
+
+namespace {
+// Milliseconds from `origin` to `t` on a device's clock, negative where t is earlier. Differences in integer
+// nanoseconds first: a device clock's count since boot exceeds a double's exact range.
+double ms_after(cl_ulong origin, cl_ulong t) {
+  return t >= origin ? static_cast<double>(t - origin) * 1e-6 : -static_cast<double>(origin - t) * 1e-6;
+}
+}  // namespace
 
 std::vector<KernelTiming> Context::collect_timings() {
   finish();
@@ -646,16 +658,31 @@ std::vector<KernelTiming> Context::collect_timings() {
   cl_ulong origin = 0;
   for (const auto& r : recorded_)
     if (r.timed && (origin == 0 || at(r) < origin)) origin = at(r);
-  // Differences in integer nanoseconds first: a device clock's count since boot exceeds a double's exact range.
+  timing_origin_.reset();
+  if (origin != 0) timing_origin_ = origin;
+  const auto since_origin = [origin](cl_ulong t) { return ms_after(origin, t); };
   for (auto& r : recorded_) {
-    if (r.timed)
-      out.push_back({std::move(r.stage), std::move(r.kernel), static_cast<double>(at(r) - origin) * 1e-6,
-                     r.mark ? 0.0 : static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local, true, r.mark});
-    else if (!r.event && !r.mark)  // counted, not timed
-      out.push_back({std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false});
+    if (r.timed) {
+      const bool anchored = r.mark && r.queued != 0;
+      out.push_back({std::move(r.stage), std::move(r.kernel), since_origin(at(r)),
+                     r.mark ? 0.0 : static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local, true, r.mark,
+                     anchored ? std::optional<double>(since_origin(r.queued)) : std::nullopt,
+                     anchored ? r.host_enqueued : std::chrono::steady_clock::time_point{}});
+    } else if (!r.event && !r.mark) {  // counted, not timed
+      out.push_back(
+          {std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false, std::nullopt, {}});
+    }
   }
   forget_recorded();
   return out;
+}
+
+std::optional<double> Context::ended_ms(cl_event event) const {
+  cl_ulong end = 0;
+  if (!timing_origin_ || !event ||
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS || end == 0)
+    return std::nullopt;
+  return ms_after(*timing_origin_, end);
 }
 
 void Context::forget_recorded() {

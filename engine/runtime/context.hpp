@@ -98,6 +98,11 @@ struct KernelTiming {
   Range global, local;  // the launch's work sizes (local.dims 0: the driver chose)
   bool timed = true;    // false: a launch recorded without its event (counted, not timed)
   bool mark = false;
+  // A mark only: when the host enqueued it, on the device's clock (as start_ms; nullopt where the driver gives no
+  // CL_PROFILING_COMMAND_QUEUED) and on the host's steady clock, just after the enqueue returned. The pair relates
+  // the two clocks: where the host's time went before the device's first mark and after its last one.
+  std::optional<double> queued_ms;
+  std::chrono::steady_clock::time_point host_enqueued{};
 };
 
 struct ContextOptions {
@@ -280,6 +285,9 @@ class Context {
   bool launch_events() const { return launch_events_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
   std::vector<KernelTiming> collect_timings();
+  // When a completed command ended, in the milliseconds of the last collect_timings() (its start_ms); nullopt
+  // where the driver gives no time or nothing was collected.
+  std::optional<double> ended_ms(cl_event event) const;
   // The launches recorded so far; after a wait for a marker enqueued once `count` launches were recorded,
   // recorded_finished(count) says that those have run (the queue is in order).
   std::size_t recorded_count() const { return recorded_.size(); }
@@ -353,7 +361,10 @@ class Context {
     bool timed = false;  // start and end read
     Range global, local;
     bool mark = false;  // a stage mark (set_stage without launch events)
+    cl_ulong queued = 0;  // a mark's CL_PROFILING_COMMAND_QUEUED, 0 where the driver gives none
+    std::chrono::steady_clock::time_point host_enqueued{};  // a mark's
   };
+  std::optional<cl_ulong> timing_origin_;  // the device time that collect_timings() counts from
   std::vector<Recorded> recorded_;
   std::size_t finished_ = 0;   // recorded_[0, finished_) have run
   std::size_t harvested_ = 0;  // recorded_[0, harvested_) have their times read

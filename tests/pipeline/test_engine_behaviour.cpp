@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -506,6 +508,47 @@ TEST(StageTimings, StageMarksTimeTheStagesWhenLaunchesHaveNoEvents) {
   EXPECT_TRUE(pipeline::longest_idle_gaps(recorded, 5).empty());
 }
 
+// The host's clock outside the device's span, in its parts: the first mark's enqueue relates the clocks. Here the
+// host enqueued it 2 ms after the call began, at 10 ms on the device's clock; the device reached it at 10.5 ms,
+// the last mark at 50 ms and ended its last command at 50.3 ms; the host's wait returned 44 ms after the call
+// began (42.3 ms on its clock when the device ended, so it woke 1.7 ms later).
+TEST(StageTimings, HostGapPartsRelateTheClocksThroughTheFirstMarksEnqueue) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start{std::chrono::seconds(100)};
+  auto mark = [](const char* stage, double at) {
+    cl::KernelTiming k;
+    k.stage = stage;
+    k.start_ms = at;
+    k.mark = true;
+    return k;
+  };
+  std::vector<cl::KernelTiming> recorded = {mark("text encoder", 10.5), mark("unet step 1", 20), mark("checks", 50)};
+  recorded[0].queued_ms = 10.0;
+  recorded[0].host_enqueued = start + std::chrono::milliseconds(2);
+  recorded[1].queued_ms = 12.0;  // only the first mark relates the clocks
+  recorded[1].host_enqueued = start + std::chrono::milliseconds(30);
+  const Clock::time_point waited = start + std::chrono::milliseconds(44);
+  StageTimings t;
+  pipeline::add_host_gap_parts(recorded, start, 50.3, waited, t);
+  ASSERT_TRUE(t.host_gap_parts);
+  EXPECT_NEAR(t.host_first_enqueue_ms, 2.0, 1e-9);
+  EXPECT_NEAR(t.host_before_device_ms, 2.5, 1e-9);
+  EXPECT_NEAR(t.device_tail_ms, 0.3, 1e-9);
+  EXPECT_NEAR(t.host_wake_ms, 1.7, 1e-9);
+
+  // Without the first mark's enqueue time (a driver that gives none), or without the last command's end: unset.
+  for (const bool without_queued : {true, false}) {
+    std::vector<cl::KernelTiming> partial = recorded;
+    if (without_queued) partial[0].queued_ms.reset();
+    StageTimings u;
+    pipeline::add_host_gap_parts(partial, start, without_queued ? std::optional<double>(50.3) : std::nullopt, waited,
+                                 u);
+    EXPECT_FALSE(u.host_gap_parts);
+    EXPECT_EQ(u.host_before_device_ms, 0);
+    EXPECT_EQ(u.host_wake_ms, 0);
+  }
+}
+
 // A generation that is not profiled records no event per launch (each costs NVIDIA's driver host time) and still
 // times every stage and counts every launch: the same counts as a profiled generation of the same request.
 TEST(Engine, WithoutAProfileStagesAreTimedByTheirMarksAndEveryLaunchCounted) {
@@ -522,6 +565,16 @@ TEST(Engine, WithoutAProfileStagesAreTimedByTheirMarksAndEveryLaunchCounted) {
   EXPECT_EQ(t.stage_launches, profiled.timings.stage_launches);
   EXPECT_GT(t.stage_launches.at("unet step 1"), 10);
   EXPECT_FALSE(profiled.kernel_profile.empty());
+  // The host's clock outside the span, by part (PoCL gives enqueue times): each is a stretch of real time, so
+  // none is negative beyond the clocks' relation (the first mark's enqueue call, microseconds), the device reaches
+  // its first mark after the host enqueued it, and the host wakes after the device's last command.
+  ASSERT_TRUE(t.host_gap_parts);
+  constexpr double kClockSlackMs = 0.05;
+  EXPECT_GE(t.host_first_enqueue_ms, 0);
+  EXPECT_GE(t.host_before_device_ms, t.host_first_enqueue_ms - kClockSlackMs);
+  EXPECT_GE(t.device_tail_ms, 0);
+  EXPECT_GE(t.host_wake_ms, -kClockSlackMs);
+  EXPECT_FALSE(profiled.timings.host_gap_parts) << "a profile's launches have events, not marks";
 }
 
 }  // namespace

@@ -166,6 +166,19 @@ struct StageTimings {
   double host_stage_wait_ms = 0;
   double host_wait_ms = 0;
   double host_after_device_ms = 0;
+  // The host's clock outside the device's span, by where it went. The two clocks are related through the first
+  // stage mark (its enqueue time on the device's clock, CL_PROFILING_COMMAND_QUEUED, and on the host's, just after
+  // the enqueue returned). host_before_device_ms: from the call's start until the device reached the first mark;
+  // of it, host_first_enqueue_ms before the host enqueued that mark (validation, the prompt's tokens, the buffer
+  // plan), the rest the driver handing it over. device_tail_ms: the device's work after the last mark (the NaN
+  // checks and the read-backs). host_wake_ms: from the device's last command to the host's wait returning. With
+  // host_after_device_ms they add up to total_ms − device_span_ms, up to the clocks' relation. All 0 and
+  // host_gap_parts false where the driver gives no enqueue times.
+  bool host_gap_parts = false;
+  double host_before_device_ms = 0;
+  double host_first_enqueue_ms = 0;
+  double device_tail_ms = 0;
+  double host_wake_ms = 0;
   std::uint64_t peak_device_bytes = 0;
   // Device memory held (weights + pooled buffers) at its highest during each stage, by stage_label() ("text
   // encoder", "unet step 1", "vae decode", ...): which stage made the memory grow.
