@@ -72,6 +72,7 @@ struct Options {
   std::string json_path;
   int width = 512, height = 512, steps = 1, warmup = 3, runs = 10;
   std::string winograd = "auto";
+  double watchdog = -1;  // the engine's default for the device
   bool cold = false, start = false, profile = false, verbose = false, tune = false;
   std::vector<std::string> decoders = {"full", "tiny"};
 };
@@ -255,6 +256,11 @@ int main(int argc, char** argv) {
   app.add_option("--winograd", o.winograd, "3x3 convolutions as Winograd: auto (by shape), off, on (every layer)")
       ->check(CLI::IsMember({"auto", "off", "on"}))
       ->capture_default_str();
+  // How the host waits for the device is part of what is measured: with a watchdog it polls the queue's progress.
+  app.add_option("--watchdog", o.watchdog,
+                 "Seconds a stage may take before the device counts as hung (default: the engine's, 120 on GPUs, "
+                 "none on CPUs; 0: none)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_flag("--tune", o.tune, "Run the kernel tuner on the device and print the tuning-table row to add");
   app.add_option("--json", o.json_path, "Write the results as JSON");
   app.add_flag("-v,--verbose", o.verbose);
@@ -288,11 +294,13 @@ int main(int argc, char** argv) {
                                        : sdt::WinogradUse::Auto;
     eo.prepare_width = o.width;  // the kernels of the size measured are prepared while the model opens
     eo.prepare_height = o.height;
+    eo.watchdog_seconds = o.watchdog;
     eo.hash_model_file = false;  // the benchmark writes no PNG, and a hashing thread would compete with the runs
     if (!o.cache_dir.empty()) eo.cache_dir = sdt::path_from_utf8(o.cache_dir);
     json report;
     report["model"] = o.model;
     report["weights"] = o.weights;
+    report["watchdog_seconds"] = o.watchdog;  // negative: the engine's default for the device
     report["size"] = {o.width, o.height};
     report["steps"] = o.steps;
     report["warmup"] = o.warmup;
