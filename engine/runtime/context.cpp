@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "base/pause.hpp"
 #include "sdt/error.hpp"
 
 namespace sdt::cl {
@@ -514,7 +515,7 @@ void Context::wait(cl_event event, std::string_view what) {
                   "try a smaller image (a slow device may need a longer watchdog, or none)",
                   {Setting::Size, Setting::Watchdog});
     }
-    std::this_thread::sleep_for(pause);
+    pause_for(pause);  // not std::this_thread::sleep_for, which does not sleep below 1 ms on Windows
     pause = std::min(pause * 2, std::chrono::microseconds(100));
   }
   check(status < 0 ? status : CL_SUCCESS, "clWaitForEvents", what);
