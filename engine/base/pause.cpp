@@ -2,6 +2,9 @@
 
 #include <thread>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #ifdef _WIN32
 #include <windows.h>
 #ifndef CREATE_WAITABLE_TIMER_HIGH_RESOLUTION
@@ -46,6 +49,20 @@ void pause_for(std::chrono::microseconds duration) {
 void pause_for(std::chrono::microseconds duration) {
   if (duration.count() > 0) std::this_thread::sleep_for(duration);
 }
+#endif
+
+#ifdef __linux__
+FinePauses::FinePauses() {
+  const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  constexpr unsigned long kSlackNs = 1000;
+  if (slack > static_cast<int>(kSlackNs) && prctl(PR_SET_TIMERSLACK, kSlackNs, 0, 0, 0) == 0) previous_slack_ns_ = slack;
+}
+FinePauses::~FinePauses() {
+  if (previous_slack_ns_ > 0) (void)prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(previous_slack_ns_), 0, 0, 0);
+}
+#else
+FinePauses::FinePauses() = default;
+FinePauses::~FinePauses() = default;
 #endif
 
 }  // namespace sdt

@@ -289,7 +289,8 @@ Result Engine::Impl::generate(const Request& request, const ProgressCallback& on
     read_back(pending, request, recorded.out, result);
     check_outputs(ctx, *pipeline_, request, recorded.out, pending, non_finite);
 
-    const std::vector<cl::KernelTiming> timings = ctx.collect_timings();  // the queue is idle: no wait
+    // The queue is idle (ctx.finish() above; the read-back and the checks enqueue nothing): no second wait.
+    const std::vector<cl::KernelTiming> timings = ctx.collect_timings(false);
     ctx.set_recording(false);
     pipeline::add_stage_timings(timings, result.timings, options_.profile_kernels ? &result.kernel_profile : nullptr);
     // The reads are the queue's last commands: the latents', enqueued last, ended last.

@@ -494,9 +494,13 @@ void Context::wait(cl_event event, std::string_view what) {
     return;
   }
   // OpenCL has no wait with a timeout, so the event's status is polled, sleeping between polls: from a few
-  // microseconds up to 100 µs, so a stage of milliseconds is seen to end within about 0.1 ms of its end, with a
-  // few thousand cheap queries a second meanwhile. (A completion callback would not poll, but NVIDIA's driver runs
-  // callbacks late: waits through callbacks made a 512x512 image 15 ms slower on the H200, see PERFORMANCE.md.)
+  // microseconds up to 50 µs, with the thread's timer slack lowered meanwhile (FinePauses: a 50 µs pause took
+  // 100 on Linux otherwise), so the end of a stage is seen within about 50 µs, with some ten thousand cheap queries
+  // a second. Pauses of up to 100 µs at the default slack woke the host 0.14-0.17 ms after an image's last command
+  // on an H100, against 0.05 ms for the driver's own wait (docs/PERFORMANCE.md, 2026-12-06). (A completion
+  // callback would not poll, but NVIDIA's driver runs callbacks late: waits through callbacks made a 512x512
+  // image 15 ms slower on the H200.)
+  const FinePauses fine_pauses;
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(5);
   cl_int status = CL_QUEUED;
@@ -516,7 +520,7 @@ void Context::wait(cl_event event, std::string_view what) {
                   {Setting::Size, Setting::Watchdog});
     }
     pause_for(pause);  // not std::this_thread::sleep_for, which does not sleep below 1 ms on Windows
-    pause = std::min(pause * 2, std::chrono::microseconds(100));
+    pause = std::min(pause * 2, std::chrono::microseconds(50));
   }
   check(status < 0 ? status : CL_SUCCESS, "clWaitForEvents", what);
 }
@@ -648,8 +652,8 @@ double ms_after(cl_ulong origin, cl_ulong t) {
 }
 }  // namespace
 
-std::vector<KernelTiming> Context::collect_timings() {
-  finish();
+std::vector<KernelTiming> Context::collect_timings(bool wait_for_queue) {
+  if (wait_for_queue) finish();
   finished_ = recorded_.size();
   harvest_timings();
   std::vector<KernelTiming> out;

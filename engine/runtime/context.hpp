@@ -283,8 +283,10 @@ class Context {
   }
   bool recording() const { return recording_; }
   bool launch_events() const { return launch_events_; }
-  // Waits for the queue, then returns (and forgets) the timings of every recorded launch.
-  std::vector<KernelTiming> collect_timings();
+  // Waits for the queue, then returns (and forgets) the timings of every recorded launch. wait_for_queue false:
+  // the caller has just waited for the queue and enqueued nothing since (a wait costs a marker's round trip through
+  // the device, and a poll's pause with a watchdog).
+  std::vector<KernelTiming> collect_timings(bool wait_for_queue = true);
   // When a completed command ended, in the milliseconds of the last collect_timings() (its start_ms); nullopt
   // where the driver gives no time or nothing was collected.
   std::optional<double> ended_ms(cl_event event) const;

@@ -6,6 +6,10 @@
 
 #include "base/pause.hpp"
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 namespace sdt::test {
 namespace {
 
@@ -25,6 +29,25 @@ TEST(Pause, SleepsAtLeastTheTimeAskedBelowAMillisecond) {
   pause_for(std::chrono::microseconds(-5));
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(5)) << "nothing to wait for";
 }
+
+#ifdef __linux__
+// The watchdog's waits lower the thread's timer slack (a 50 µs pause took 100 at the default 50 µs) and give the
+// caller's thread back its own.
+TEST(Pause, FinePausesLowerTheTimerSlackAndRestoreIt) {
+  const int before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  ASSERT_GT(before, 1000) << "the test needs a thread slack above 1 µs";
+  {
+    const FinePauses fine;
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 1000);
+    {
+      const FinePauses nested;  // already fine: nothing to change, nothing to restore
+      EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 1000);
+    }
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 1000) << "the inner guard restored too early";
+  }
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), before);
+}
+#endif
 
 }  // namespace
 }  // namespace sdt::test
