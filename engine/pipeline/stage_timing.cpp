@@ -117,6 +117,7 @@ void add_host_gap_parts(const std::vector<cl::KernelTiming>& recorded, std::chro
   const double enqueued_host_ms = ms(first->host_enqueued - start);  // after start
   const auto host_ms = [&](double device_ms) { return enqueued_host_ms + (device_ms - *first->queued_ms); };
   t.host_gap_parts = true;
+  t.host_gap_clock_error_ms = ms(first->host_enqueue_call) / 2;
   t.host_first_enqueue_ms = enqueued_host_ms;
   t.host_before_device_ms = host_ms(first->start_ms);
   t.device_tail_ms = *device_end_ms - last->start_ms;

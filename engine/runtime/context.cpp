@@ -621,10 +621,12 @@ void Context::set_stage(std::string stage) {
     // The marker completes once everything before it has: its time is the end of the stage before and the start of
     // this one (the queue is in order).
     cl_event event = nullptr;
+    const auto before = std::chrono::steady_clock::now();
     check(clEnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &event), "clEnqueueMarkerWithWaitList",
           "the mark of stage '" + stage + "'");
+    const auto call = std::chrono::steady_clock::now() - before;
     recorded_.push_back(
-        {stage, std::string(), EventHandle(event), 0, 0, false, {}, {}, true, 0, std::chrono::steady_clock::now()});
+        {stage, std::string(), EventHandle(event), 0, 0, false, {}, {}, true, 0, before + call / 2, call});
   }
   stage_ = std::move(stage);
 }
@@ -672,10 +674,11 @@ std::vector<KernelTiming> Context::collect_timings(bool wait_for_queue) {
       out.push_back({std::move(r.stage), std::move(r.kernel), since_origin(at(r)),
                      r.mark ? 0.0 : static_cast<double>(r.end - r.start) * 1e-6, r.global, r.local, true, r.mark,
                      anchored ? std::optional<double>(since_origin(r.queued)) : std::nullopt,
-                     anchored ? r.host_enqueued : std::chrono::steady_clock::time_point{}});
+                     anchored ? r.host_enqueued : std::chrono::steady_clock::time_point{},
+                     anchored ? r.host_enqueue_call : std::chrono::steady_clock::duration{}});
     } else if (!r.event && !r.mark) {  // counted, not timed
       out.push_back(
-          {std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false, std::nullopt, {}});
+          {std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false, std::nullopt, {}, {}});
     }
   }
   forget_recorded();

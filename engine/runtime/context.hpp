@@ -99,10 +99,12 @@ struct KernelTiming {
   bool timed = true;    // false: a launch recorded without its event (counted, not timed)
   bool mark = false;
   // A mark only: when the host enqueued it, on the device's clock (as start_ms; nullopt where the driver gives no
-  // CL_PROFILING_COMMAND_QUEUED) and on the host's steady clock, just after the enqueue returned. The pair relates
-  // the two clocks: where the host's time went before the device's first mark and after its last one.
+  // CL_PROFILING_COMMAND_QUEUED) and on the host's steady clock, the middle of the enqueue call, which lasted
+  // host_enqueue_call (the driver read its clock somewhere within it). The pair relates the two clocks: where the
+  // host's time went before the device's first mark and after its last one.
   std::optional<double> queued_ms;
   std::chrono::steady_clock::time_point host_enqueued{};
+  std::chrono::steady_clock::duration host_enqueue_call{};
 };
 
 struct ContextOptions {
@@ -364,7 +366,8 @@ class Context {
     Range global, local;
     bool mark = false;  // a stage mark (set_stage without launch events)
     cl_ulong queued = 0;  // a mark's CL_PROFILING_COMMAND_QUEUED, 0 where the driver gives none
-    std::chrono::steady_clock::time_point host_enqueued{};  // a mark's
+    std::chrono::steady_clock::time_point host_enqueued{};  // a mark's: the middle of its enqueue call
+    std::chrono::steady_clock::duration host_enqueue_call{};
   };
   std::optional<cl_ulong> timing_origin_;  // the device time that collect_timings() counts from
   std::vector<Recorded> recorded_;

@@ -172,9 +172,12 @@ struct StageTimings {
   // of it, host_first_enqueue_ms before the host enqueued that mark (validation, the prompt's tokens, the buffer
   // plan), the rest the driver handing it over. device_tail_ms: the device's work after the last mark (the NaN
   // checks and the read-backs). host_wake_ms: from the device's last command to the host's wait returning. With
-  // host_after_device_ms they add up to total_ms − device_span_ms, up to the clocks' relation. All 0 and
-  // host_gap_parts false where the driver gives no enqueue times.
+  // host_after_device_ms they add up to total_ms − device_span_ms. The clocks' relation is known within
+  // ± host_gap_clock_error_ms (half the first mark's enqueue call, during which the driver read its clock), which
+  // host_before_device_ms and host_wake_ms may be off by, in opposite directions. All 0 and host_gap_parts false
+  // where the driver gives no enqueue times.
   bool host_gap_parts = false;
+  double host_gap_clock_error_ms = 0;
   double host_before_device_ms = 0;
   double host_first_enqueue_ms = 0;
   double device_tail_ms = 0;
