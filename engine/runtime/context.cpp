@@ -456,14 +456,11 @@ void Context::finish() {
   if (commands_) refuse_while_recording("a wait for the queue");
   if (watchdog_.count() <= 0 && !hung_) {
     check(clFinish(queue_.get()), "clFinish");
-  } else {
-    EventHandle end = marker("the end of the queue");
-    check(clFlush(queue_.get()), "clFlush", "the end of the queue");
-    wait(end.get(), "the work queued");
+    return;
   }
-  // The queue is empty: the next launches start a new run of flushes at one launch (see enqueue).
-  unflushed_ = 0;
-  flush_at_ = 1;
+  EventHandle end = marker("the end of the queue");
+  check(clFlush(queue_.get()), "clFlush", "the end of the queue");
+  wait(end.get(), "the work queued");
 }
 
 void Context::throw_if_hung() const {
@@ -609,15 +606,12 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
   check_lazily(status, "clEnqueueNDRangeKernel",
                [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
   // Hand the work to the device in small batches: a driver may hold enqueued commands until a flush, which would
-  // leave the device idle while the host enqueues the first hundreds of launches of a generation. Once the queue
-  // has run dry (finish), the batches start at one launch and double up to kFlushEvery, so the idle device starts
-  // on the first kernel instead of waiting for 32 to be enqueued (≈ 0.2 ms of the host's launching).
-  if (++unflushed_ >= flush_at_) {
-    const int batch = unflushed_;
+  // leave the device idle while the host enqueues the first hundreds of launches of a generation.
+  constexpr int kFlushEvery = 32;
+  if (++unflushed_ >= kFlushEvery) {
     unflushed_ = 0;
-    flush_at_ = std::min(flush_at_ * 2, kFlushEvery);
-    ++launch_flushes_;
-    check_lazily(clFlush(queue_.get()), "clFlush", [batch] { return "after " + std::to_string(batch) + " launches"; });
+    check_lazily(clFlush(queue_.get()), "clFlush",
+                 [] { return "after " + std::to_string(kFlushEvery) + " launches"; });
   }
 }
 

@@ -284,8 +284,6 @@ class Context {
     launch_events_ = launch_events;
   }
   bool recording() const { return recording_; }
-  // Flushes made by launches (enqueue's batches) since the context opened: the batches are tested by it.
-  std::uint64_t launch_flushes() const { return launch_flushes_; }
   bool launch_events() const { return launch_events_; }
   // Waits for the queue, then returns (and forgets) the timings of every recorded launch. wait_for_queue false:
   // the caller has just waited for the queue and enqueued nothing since (a wait costs a marker's round trip through
@@ -358,10 +356,7 @@ class Context {
   std::string stage_;
   bool recording_ = false;
   bool launch_events_ = true;
-  static constexpr int kFlushEvery = 32;  // launches between flushes once the device has work
-  int unflushed_ = 0;                     // launches enqueued since the last flush
-  int flush_at_ = 1;                      // the launches that make the next flush: 1, 2, 4, ... kFlushEvery
-  std::uint64_t launch_flushes_ = 0;
+  int unflushed_ = 0;  // launches enqueued since the last flush
   struct Recorded {
     std::string stage;
     std::string kernel;

@@ -225,34 +225,6 @@ TEST(BufferPool, ReusesBuffersOfTheSameSize) {
   EXPECT_EQ(ctx->memory().pooled_bytes, 0u);
 }
 
-// Once the queue has run dry, launches are handed to the device in batches of 1, 2, 4, ... up to 32, so an idle
-// device starts on the first kernel of a generation; a wait for the queue starts the run again.
-TEST(Context, FlushesLaunchesInDoublingBatchesAfterTheQueueRanDry) {
-  auto ctx = test::make_context();
-  auto buf = ctx->buffer(64 * sizeof(float));
-  cl_kernel fill = ctx->kernel("smoke", "fill_f32");
-  ctx->finish();
-  auto flushes_after = [&](int launches) {
-    const std::uint64_t before = ctx->launch_flushes();
-    for (int i = 0; i < launches; ++i) ctx->launch(fill, cl::Range(64), cl::Range(), 64, 1.0f, buf);
-    return ctx->launch_flushes() - before;
-  };
-  EXPECT_EQ(flushes_after(1), 1u) << "the first launch after the wait goes at once";
-  EXPECT_EQ(flushes_after(2), 1u);
-  EXPECT_EQ(flushes_after(4), 1u);
-  EXPECT_EQ(flushes_after(8 + 16), 2u);
-  EXPECT_EQ(flushes_after(31), 0u) << "then every 32 launches";
-  EXPECT_EQ(flushes_after(1), 1u);
-  EXPECT_EQ(flushes_after(64), 2u);
-  ctx->finish();
-  EXPECT_EQ(flushes_after(1), 1u) << "the queue ran dry: batches start at one launch again";
-  EXPECT_EQ(flushes_after(2), 1u);
-  ctx->finish();
-  std::vector<float> out(64, -7.0f);
-  ctx->read(buf, out.data(), out.size() * sizeof(float));
-  EXPECT_EQ(out, std::vector<float>(64, 1.0f));
-}
-
 TEST(Profiling, RecordsKernelEventsWithStageLabels) {
   auto ctx = test::make_context();
   ctx->set_recording(true);
