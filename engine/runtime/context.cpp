@@ -495,10 +495,10 @@ void Context::wait(cl_event event, std::string_view what) {
   }
   // OpenCL has no wait with a timeout, so the event's status is polled, sleeping between polls: from a few
   // microseconds up to 50 µs, with the thread's timer slack lowered meanwhile (FinePauses: a 50 µs pause took
-  // 100 on Linux otherwise), so the end of a stage is seen within about 50 µs, with some ten thousand cheap queries
-  // a second. Pauses of up to 100 µs at the default slack woke the host 0.14-0.17 ms after an image's last command
-  // on an H100, against 0.05 ms for the driver's own wait (docs/PERFORMANCE.md, 2026-12-06). (A completion
-  // callback would not poll, but NVIDIA's driver runs callbacks late: waits through callbacks made a 512x512
+  // 116 µs on Linux otherwise, 68 with it), so the end of a stage is seen within about 50 µs, with some ten
+  // thousand cheap queries a second. Pauses of up to 100 µs at the default slack woke the host 0.14-0.17 ms after an
+  // image's last command on an H100, against 0.05 ms for the driver's own wait (docs/PERFORMANCE.md, 2026-12-06). (A
+  // completion callback would not poll, but NVIDIA's driver runs callbacks late: waits through callbacks made a 512x512
   // image 15 ms slower on the H200.)
   const FinePauses fine_pauses;
   const auto start = std::chrono::steady_clock::now();
