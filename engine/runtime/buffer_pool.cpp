@@ -42,7 +42,7 @@ PoolState::Decision PoolState::take(std::size_t bytes) {
   }
   const std::size_t index = large_index_++;
   if (planned_) {
-    if (index < plan_slot_.size() && plan_request_bytes_[index] == bytes) {
+    if (index < plan_slot_.size() && planned_from_[index].bytes == bytes) {
       const std::uint32_t slot = plan_slot_[index];
       if (slot_free_[slot] != free_.end()) {
         auto it = slot_free_[slot];
@@ -136,12 +136,11 @@ void PoolState::give_back(MemHandle mem, std::size_t bytes, const PoolTag& tag) 
 void PoolState::drop_plan() {
   for (auto it : slot_free_)
     if (it != free_.end()) it->second.slot = PoolTag::kNone;
+  // The plan itself (slot_bytes_, plan_slot_) stays with the record it was made from: the next generation that
+  // requests the same gets it back without planning (make_plan).
   planned_ = false;
-  slot_bytes_.clear();
   slot_free_.clear();
   slot_made_.clear();
-  plan_request_bytes_.clear();
-  plan_slot_.clear();
 }
 
 namespace {
@@ -223,6 +222,7 @@ Plan plan_by_time(const std::vector<Recorded>& record) {
 }  // namespace
 
 void PoolState::make_plan() {
+  // The planners are functions of the record alone: the same record as the last plan's, the same plan.
   if (record_ != planned_from_) {
     // Two greedy assignments, the one with fewer bytes kept: neither is best on every generation of SD-Turbo
     // (at 512² with the full VAE: 758 MiB by size, 708 by time, for a live peak of 640).
@@ -230,15 +230,10 @@ void PoolState::make_plan() {
     Plan by_time = plan_by_time(record_);
     Plan& plan = by_time.total() <= by_size.total() ? by_time : by_size;
     planned_from_ = record_;
-    planned_slot_bytes_ = std::move(plan.slot_bytes);
-    planned_slot_of_ = std::move(plan.slot_of);
+    slot_bytes_ = std::move(plan.slot_bytes);
+    plan_slot_ = std::move(plan.slot_of);
     ++plans_made_;
   }
-  // The planners are functions of the record alone: the same record, the same plan.
-  slot_bytes_ = planned_slot_bytes_;
-  plan_slot_ = planned_slot_of_;
-  plan_request_bytes_.resize(record_.size());
-  for (std::size_t i = 0; i < record_.size(); ++i) plan_request_bytes_[i] = record_[i].bytes;
   planned_ = true;
 }
 

@@ -167,8 +167,8 @@ struct StageTimings {
   double host_wait_ms = 0;
   double host_after_device_ms = 0;
   // The host's clock outside the device's span, by where it went. The two clocks are related through the first
-  // stage mark (its enqueue time on the device's clock, CL_PROFILING_COMMAND_QUEUED, and on the host's, just after
-  // the enqueue returned). host_before_device_ms: from the call's start until the device reached the first mark;
+  // stage mark (its enqueue time on the device's clock, CL_PROFILING_COMMAND_QUEUED, and on the host's, the middle
+  // of the enqueue call). host_before_device_ms: from the call's start until the device reached the first mark;
   // of it, host_first_enqueue_ms before the host enqueued that mark (validation, the prompt's tokens, the buffer
   // plan), the rest the driver handing it over. device_tail_ms: the device's work after the last mark (the NaN
   // checks and the read-backs). host_wake_ms: from the device's last command to the host's wait returning. With
