@@ -116,7 +116,7 @@ bool winograd_filter_per_call(const cl::Context& ctx, DType storage);
 // The output tile a 3×3 layer of C → O channels with this geometry runs as Winograd with, at an output of h × w
 // (the model's native resolution), on this device: the largest allowed tile whose tiles fill the batched
 // products (WinogradRow::min_tiles), or 0 for direct convolution (stride 2, too few tiles or channels, the
-// tensor-core path, or WinogradUse::Never).
+// tensor-core path, a layer of few output channels that kernels/conv_narrow.cl takes, or WinogradUse::Never).
 int winograd_layer_tile(const cl::Context& ctx, std::int64_t C, std::int64_t O, const ConvGeometry& geometry,
                         std::int64_t h, std::int64_t w, DType storage);
 

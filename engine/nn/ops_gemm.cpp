@@ -458,6 +458,14 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
     fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w", w));
 
+  // Few output channels (the images' 3) over a map that fills the device: a direct convolution that reads x about
+  // once and normalises each value once, instead of a product whose tiles are mostly padding.
+  if (const std::optional<cl::NarrowConvConfig> tile = detail::narrow_conv_tile(ctx, w.dim(0), k, g, out_h, out_w)) {
+    Tensor out = empty(ctx, out_shape);
+    detail::require_int_indexable(op, out);
+    if (detail::run_narrow_conv(ctx, *tile, x, w, b, g, fusion, out)) return out;
+  }
+
   GemmProblem p;
   const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
                          g.pad_right == 0 && !g.upsample2x;

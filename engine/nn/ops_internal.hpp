@@ -37,6 +37,17 @@ void upload_async(cl::Context& ctx, const cl::Buffer& buffer, const void* data, 
 // The largest power of two <= wanted that this kernel can run as a work-group on this device.
 std::size_t fit_local(cl::Context& ctx, cl_kernel kernel, std::size_t wanted);
 
+// ---- convolutions of few output channels (kernels/conv_narrow.cl)
+// The tiles a convolution of O output channels with a k×k filter and this geometry onto an out_h × out_w map runs
+// with in conv_narrow.cl, or nullopt where it runs as a product (or Winograd): stride 1, k 1 or 3, no upsampling
+// read, and the device's tuning (cl::Tuning::narrow_conv) taking that many channels on that map.
+std::optional<cl::NarrowConvConfig> narrow_conv_tile(const cl::Context& ctx, std::int64_t O, int k,
+                                                     const ConvGeometry& g, std::int64_t out_h, std::int64_t out_w);
+// Runs conv2d(x, w, b, g, fusion) into `out` [O, H', W'] (shapes checked by the caller) on `tile`; false (nothing
+// launched) where the device cannot run the kernel's work-group.
+bool run_narrow_conv(cl::Context& ctx, const cl::NarrowConvConfig& tile, const Tensor& x, const Tensor& w,
+                     const Tensor* b, const ConvGeometry& g, const ConvFusion& fusion, const Tensor& out);
+
 // ---- tiled matrix multiply (kernels/gemm.cl, kernels/gemm_tc.cl); tile choices: runtime/tuning.hpp
 using cl::GemmConfig;
 using cl::GemmMode;

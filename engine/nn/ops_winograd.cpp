@@ -51,6 +51,8 @@ int winograd_layer_tile(const cl::Context& ctx, std::int64_t C, std::int64_t O, 
     case cl::WinogradUse::Auto:
       break;
   }
+  // A layer of few output channels whose map fills the device runs direct (kernels/conv_narrow.cl).
+  if (detail::narrow_conv_tile(ctx, O, 3, g, h, w)) return 0;
   const cl::WinogradRow row = ctx.tuning().winograd();
   if (C < row.min_channels) return 0;
   // The largest tile that still gives the batched products enough rows: F(4×4) where the map has min_tiles 4×4

@@ -173,7 +173,10 @@ std::optional<bool> flag_from_env(const char* name, const char* meaning) {
 
 // ---- configurations ---------------------------------------------------------------------------------------
 
-std::optional<GemmConfig> parse_gemm_config(const std::string& text) {
+namespace {
+
+// "a,b,c" as integers, each field a whole number in int's range; nullopt otherwise.
+std::optional<std::vector<int>> parse_int_fields(const std::string& text) {
   std::vector<int> v;
   std::stringstream fields(text);
   for (std::string field; std::getline(fields, field, ',');) {
@@ -185,9 +188,35 @@ std::optional<GemmConfig> parse_gemm_config(const std::string& text) {
     }
     if (used != field.size()) return std::nullopt;
   }
-  if (v.size() != 5 && v.size() != 6) return std::nullopt;
-  const GemmConfig config{v[0], v[1], v[2], v[3], v[4], v.size() == 6 ? v[5] : 4};
+  return v;
+}
+
+}  // namespace
+
+std::optional<GemmConfig> parse_gemm_config(const std::string& text) {
+  const std::optional<std::vector<int>> v = parse_int_fields(text);
+  if (!v || (v->size() != 5 && v->size() != 6)) return std::nullopt;
+  const std::vector<int>& f = *v;
+  const GemmConfig config{f[0], f[1], f[2], f[3], f[4], f.size() == 6 ? f[5] : 4};
   return config.valid() ? std::optional<GemmConfig>(config) : std::nullopt;
+}
+
+std::optional<NarrowConvConfig> parse_narrow_conv_config(const std::string& text) {
+  const std::optional<std::vector<int>> v = parse_int_fields(text);
+  if (!v || v->size() != 4) return std::nullopt;
+  const NarrowConvConfig config{(*v)[0], (*v)[1], (*v)[2], (*v)[3]};
+  return config.valid() ? std::optional<NarrowConvConfig>(config) : std::nullopt;
+}
+
+std::string NarrowConvConfig::defines() const {
+  return "-DNC_TW=" + std::to_string(tw) + " -DNC_LY=" + std::to_string(ly) + " -DNC_PY=" + std::to_string(py) +
+         " -DNC_CB=" + std::to_string(cb);
+}
+
+// conv_narrow.cl holds a work-item's py rows of every output channel in registers (py ≤ 8) and a work-group's
+// tw·ly ≤ 1024 work-items; cb channels at once up to 16.
+bool NarrowConvConfig::valid() const {
+  return tw >= 1 && ly >= 1 && py >= 1 && py <= 8 && cb >= 1 && cb <= 16 && tw * ly <= 1024;
 }
 
 // The defines are made on every launch (string concatenation: an ostringstream costs microseconds each time).
@@ -342,6 +371,17 @@ TuningOverrides overrides_from_environment() {
                              "round runs part empty");
   o.tc_half_qkv = flag_from_env(
       "SDT_TC_HALF_QKV", "0 gives the tensor-core flash attention a self-attention's q, k and v in fp32, 1 in fp16");
+  if (const char* env = std::getenv("SDT_NARROW_CONV"); env && *env) {
+    if (std::strcmp(env, "0") == 0)
+      o.narrow_conv_off = true;
+    else if (std::optional<NarrowConvConfig> config = parse_narrow_conv_config(env))
+      o.narrow_conv = config;
+    else
+      log::get("engine")->warn(
+          "ignoring SDT_NARROW_CONV='{}': expected 0 (no layer takes conv_narrow.cl) or "
+          "tw,ly,py,cb obeying its rules",
+          env);
+  }
   return o;
 }
 
@@ -404,6 +444,8 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
       pick(explicit_.batched_big_groups_per_unit, environment_.batched_big_groups_per_unit);
   effective_.stream_k = pick(explicit_.stream_k, environment_.stream_k);
   effective_.stream_k_groups = pick(explicit_.stream_k_groups, environment_.stream_k_groups);
+  effective_.narrow_conv = pick(explicit_.narrow_conv, environment_.narrow_conv);
+  effective_.narrow_conv_off = pick(explicit_.narrow_conv_off, environment_.narrow_conv_off);
   ++epoch_;  // what a recording made before chose may differ now
 }
 
@@ -618,6 +660,25 @@ AttentionConfig Tuning::attention_fallback(int head_dim, std::size_t max_threads
   // The whole (padded) head width in one chunk: dc = head_dim rounded up to the column thread count.
   if (max_threads >= 64) return {16, 16, (head_dim + 15) / 16 * 16, 4, 16, 4, 16};
   return {16, 16, (head_dim + 3) / 4 * 4, 4, 4, 4, 4};
+}
+
+std::optional<NarrowConvConfig> Tuning::narrow_conv(std::int64_t O, std::int64_t out_h, std::int64_t out_w) const {
+  if (O < 1 || O > kNarrowConvMaxOut || out_h < 1 || out_w < 1 || effective_.narrow_conv_off.value_or(false))
+    return std::nullopt;
+  if (effective_.narrow_conv) return *effective_.narrow_conv;
+  const NarrowConvRow& row = row_->narrow_conv;
+  if (O > row.max_out) return std::nullopt;
+  NarrowConvConfig c = row.tile;
+  if (!fits(c.threads(), c.local_bytes())) c = {16, 4, c.py, 1};  // 64 work-items: every OpenCL GPU
+  if (!fits(c.threads(), c.local_bytes())) return std::nullopt;
+  const auto groups = [&](const NarrowConvConfig& t) {
+    return static_cast<std::size_t>((out_w + t.tw - 1) / t.tw) *
+           static_cast<std::size_t>((out_h + t.ly * t.py - 1) / (t.ly * t.py));
+  };
+  const std::size_t wanted = static_cast<std::size_t>(row.groups_per_unit) * compute_units_;
+  while (groups(c) < wanted && c.py > 1) c.py /= 2;
+  if (groups(c) < wanted) return std::nullopt;
+  return c;
 }
 
 std::size_t Tuning::attention_block_bytes() const {

@@ -108,6 +108,24 @@ struct AttentionTcConfig {
   bool operator==(const AttentionTcConfig&) const = default;
 };
 
+// kernels/conv_narrow.cl (convolutions of at most kNarrowConvMaxOut output channels, direct): a work-group of
+// tw × ly work-items computes an output tile tw wide and ly·py tall, py rows a work-item for every output channel;
+// input channels go through local memory cb at a time (the tile's patch with its halo, and their filter taps).
+struct NarrowConvConfig {
+  int tw = 32, ly = 8, py = 4, cb = 4;
+  int threads() const { return tw * ly; }
+  // The patches of cb channels for a 3×3 filter (the largest) and cb channels' taps of 4 output channels.
+  std::size_t local_bytes() const {
+    return sizeof(float) * static_cast<std::size_t>(cb) * ((tw + 2) * (ly * py + 2) + 4 * 9);
+  }
+  std::string defines() const;
+  bool valid() const;
+  bool operator==(const NarrowConvConfig&) const = default;
+};
+// "tw,ly,py,cb" as a configuration obeying conv_narrow.cl's rules, or nullopt (SDT_NARROW_CONV's form).
+std::optional<NarrowConvConfig> parse_narrow_conv_config(const std::string& text);
+inline constexpr int kNarrowConvMaxOut = 4;
+
 // What gemm_tc.cl uses beyond mma.sync.
 struct TensorCoreFeatures {
   // 0: fragments through plain local loads; 1 / 2: through ldmatrix, with the local address as it is / converted by
@@ -232,6 +250,17 @@ struct WinogradRow {
   bool f16_filter_per_call = true;
 };
 
+// kernels/conv_narrow.cl: which convolutions of few output channels (the images' 3, the latents' 4) run as direct
+// convolutions with every output channel in one work-item, rather than as products whose tiles are mostly padding.
+struct NarrowConvRow {
+  // Layers with at most this many output channels (up to kNarrowConvMaxOut; 0: none) and stride 1, k 1 or 3,
+  // whose output gives at least groups_per_unit work-groups per compute unit on `tile` (rows per work-item halved
+  // down to 1 until it does): the map must fill the device, since each work-group goes through every input channel.
+  int max_out = kNarrowConvMaxOut;
+  int groups_per_unit = 1;
+  NarrowConvConfig tile = {};
+};
+
 // Replaces a row's fp16 Winograd choice (tile_f16, f16_filter_per_call): for comparisons in one process.
 struct WinogradF16 {
   int tile = 4;
@@ -268,6 +297,7 @@ struct TuningRow {
   SplitKRow split_k;
   std::size_t attention_block_bytes;  // score block of the wide-head attention (rows of [Tk] scores per step)
   WinogradRow winograd = {};
+  NarrowConvRow narrow_conv = {};
   // The text encoder's launches recorded once into a command buffer (Context::begin_commands) and enqueued as one
   // command per prompt, where the driver offers them. Off in every row: NVIDIA's driver (580.159.04) does not offer
   // cl_khr_command_buffer, and no AMD GPU was at hand to measure one that might.
@@ -309,6 +339,10 @@ struct TuningOverrides {
   // Every linear gemm.cl product of one batch as stream-K with rounds of this many work-groups (runs of one K step
   // or more), where split K can be summed in the kernel (tests; 0: none).
   std::optional<int> stream_k_groups = {};
+  // Every convolution of at most kNarrowConvMaxOut output channels that conv_narrow.cl can run takes these tiles,
+  // whatever its size (tests; SDT_NARROW_CONV="tw,ly,py,cb").
+  std::optional<NarrowConvConfig> narrow_conv = {};
+  std::optional<bool> narrow_conv_off = {};  // true: no layer takes conv_narrow.cl (SDT_NARROW_CONV=0)
 };
 
 // SDT_GEMM_TILE="tm,tn,tk,wm,wn[,vw]", SDT_FIRST_GEMM_TILE (the same, for a first start's first images),
@@ -325,6 +359,7 @@ struct TuningOverrides {
 // unit; 0: never),
 // SDT_STREAM_K=0 or 1 (GemmRow::stream_k: the big tiles' products whose last round runs part empty as they are or
 // as stream-K),
+// SDT_NARROW_CONV=0 (no convolution takes conv_narrow.cl) or "tw,ly,py,cb" (every one it can, on these tiles),
 // SDT_RECORD_TEXT=0 or 1 (the text encoder's launches one by one or recorded into a command buffer),
 // SDT_SPLITK="max_splits,min_steps_per_split,groups_per_unit" (the row's split-K rule), SDT_WINOGRAD_F16="4,call",
 // "2,load", "2,call" or "4,load" (fp16 filters' Winograd tile and when they are transformed; "4,load" rounds U to fp16,
@@ -451,6 +486,11 @@ class Tuning {
   // The whole (padded) head in one chunk with 64 work-items, or 16 for smaller devices.
   static AttentionConfig attention_fallback(int head_dim, std::size_t max_threads);
   std::size_t attention_block_bytes() const;
+
+  // conv_narrow.cl's tiles for a stride-1 convolution of O output channels onto an out_h × out_w map (the caller
+  // checks the kernel size and geometry), or nullopt where the layer runs as a product (NarrowConvRow says when; the
+  // override takes every layer it can, SDT_NARROW_CONV=0 none). Shrunk to fit the device.
+  std::optional<NarrowConvConfig> narrow_conv(std::int64_t O, std::int64_t out_h, std::int64_t out_w) const;
 
   // The Winograd convolution: the row's choices (with the override's workspace budget), and whether layers may use it.
   WinogradRow winograd() const;

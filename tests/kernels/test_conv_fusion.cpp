@@ -67,9 +67,13 @@ ref::ConvShape shape(int C, int H, int W, int O, int k = 3, int stride = 1, int 
 }  // namespace
 
 // fp16 weights would take the tensor-core kernel on NVIDIA GPUs (fp16 activations, and the fallback tested
-// below): these tests are of gemm.cl's gather.
-#define PIN_GEMM_CL \
-  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; })
+// below), and layers of few output channels conv_narrow.cl (test_conv_narrow.cpp): these tests are of gemm.cl's
+// gather.
+#define PIN_GEMM_CL                                                          \
+  test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { \
+    o.tensor_cores = cl::TensorCores::Off;                                   \
+    o.narrow_conv_off = true;                                                \
+  })
 
 TEST(ConvFusion, GroupNormSiluInTheGatherAtSdTurboShapes) {
   PIN_GEMM_CL;

@@ -203,6 +203,47 @@ TEST(SmallShapes, WinogradBothTilesWithNormUpsamplingResidualAndSplitK) {
   }
 }
 
+TEST(SmallShapes, NarrowConvolutionWithNormResidualAndPartialTiles) {
+  // conv_narrow.cl: 3×3 with the group norm + SiLU read into the patch, bias, residual and activation, over a map
+  // of partial tiles on each side with channels not a multiple of the step; 1×1 with asymmetric padding.
+  auto& ctx = test::kernel_context();
+  const test::TuningScope tile(ctx, [](cl::TuningOverrides& o) { o.narrow_conv = cl::NarrowConvConfig{8, 2, 2, 3}; });
+  ref::ConvShape one = test::conv_shape(4, 5, 7, 4, 0);
+  one.k = 1;
+  one.pad_top = one.pad_left = 1;
+  struct Case {
+    const char* name;
+    ref::ConvShape s;
+    DType storage;
+    bool norm;
+  };
+  for (const Case& c : {Case{"3x3-norm", test::conv_shape(5, 9, 19, 3), DType::F16, true},
+                        Case{"1x1-asymmetric-pad", one, DType::F32, false}}) {
+    const test::ConvLayer l = test::make_conv_layer(ctx, c.s, c.storage, 60 + c.s.C);
+    test::NormParams norm;
+    norm.groups = 1;
+    norm.gamma = test::random_floats(c.s.C, 61, 0.5f, 1.5f);
+    norm.beta = test::random_floats(c.s.C, 62, -0.5f, 0.5f);
+    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
+    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
+    nn::Tensor affine;
+    nn::ConvFusion fusion;
+    if (c.norm) {
+      affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
+      fusion.input_norm = &affine;
+      fusion.input_silu = true;
+    }
+    fusion.residual = &l.residual;
+    fusion.act = Act::SiLU;
+    const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
+    const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+    const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(c.s), fusion);
+    EXPECT_EQ(y.buffer.get(), poisoned);
+    test::expect_close(ctx, y, test::reference_conv(l, c.norm ? &norm : nullptr, ref::Act::SiLU, true, true), kRtol,
+                       std::string("conv_narrow ") + c.name);
+  }
+}
+
 TEST(SmallShapes, GemmSplitAlongK) {
   const GemmPath path(TensorCores::Off);
   const Splits splits(3);
