@@ -94,7 +94,9 @@ void launch_gemm(cl::Context& ctx, cl_kernel kernel, const cl::Range& global, co
                p.ldb, p.c_off, p.ldc, p.in_h, p.in_w, p.out_w, p.stride, p.pad_top, p.pad_left, p.upsample, k_chunk,
                workspace);
   }
-  if (split && !fused) launch_splitk_reduce(ctx, p, o, static_cast<int>(act), splits, partial, reduce_options);
+  if (split && !fused)
+    launch_splitk_reduce(ctx, p, o, static_cast<int>(act) | (o.act_after_residual ? detail::kActAfterResidual : 0),
+                         splits, partial, reduce_options);
   ctx.add_flops(2.0 * p.M * p.N * p.K);
 }
 
@@ -107,7 +109,9 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       " -DSDT_PTX=" + (ptx ? "1" : "0") + " -DW_ALIGN8=" + (p.b_off % 8 == 0 && p.ldb % 8 == 0 ? "1" : "0") +
       " -DA_ALIGN4=" + (p.mode == GemmMode::Linear && p.a_off % 4 == 0 && p.lda % 4 == 0 ? "1" : "0") +
       // A program of its own: compiled into every convolution, the norm's code slowed them all.
-      (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "") + (o.c_half ? " -DC_HALF=1" : "");
+      (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "") + (o.c_half ? " -DC_HALF=1" : "") +
+      // TAESD's act(conv + skip): a program of its own (gemm_tc.cl's store_output_pair says why).
+      (o.act_after_residual ? " -DACT_AFTER_RES=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
@@ -187,12 +191,12 @@ bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
 }
 
 bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
-  if (p.batch != 1 || o.act_after_residual) return false;
+  if (p.batch != 1) return false;
   if (o.input_norm && p.mode != GemmMode::Conv) return false;  // (conv2d asks the row whether to gather it here)
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
   if (o.a_half && (p.mode == GemmMode::Linear || o.input_norm))
     fail("gemm", "fp16 activations are read by the convolutions' gather only, and never normalised there");
-  if (o.c_half && (p.mode != GemmMode::Linear || o.ln_gamma))
+  if (o.c_half && (p.mode != GemmMode::Linear || o.ln_gamma || o.act_after_residual))
     fail("gemm", "fp16 outputs are written by the plain linear products only");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
@@ -503,12 +507,9 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     o.input_norm = fusion.input_norm->buffer.get();
     o.input_silu = fusion.input_silu;
   }
-  // act(conv + residual): in gemm.cl's epilogue; the tensor-core kernel's epilogue adds the residual last, so
-  // there the activation is a pass of its own (gemm_tc.cl's store_output says why).
-  const bool act_last = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
-  const bool act_pass = act_last && tensor_cores;
-  o.act_after_residual = act_last && !tensor_cores;
-  const Act product_act = act_pass ? Act::None : fusion.act;
+  // act(conv + residual): in the epilogue of either kernel (gemm_tc.cl's in a program of its own).
+  o.act_after_residual = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
+  const Act product_act = fusion.act;
   const bool done = half_input && detail::run_gemm_on_tensor_cores(ctx, p, o, product_act);
   if (half_input && !done) {
     // The tensor-core kernel could not run after all (its PTX refused, or too few work-items): gemm.cl reads fp32,
@@ -518,7 +519,6 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     o.a_half = false;
   }
   if (!done) detail::run_gemm(ctx, p, o, product_act);
-  if (act_pass) return activation(ctx, out, fusion.act);
   return out;
 }
 

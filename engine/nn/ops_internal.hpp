@@ -111,8 +111,8 @@ void run_gemm(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& 
 // product with GemmOperands::ln_gamma, which gemm.cl cannot apply.
 bool run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& problem, const GemmOperands& operands, Act act);
 // Whether a product with this weight storage runs on gemm.cl, which applies GemmOperands::input_norm in its
-// gather and act_after_residual in its epilogue (gemm_tc.cl does neither yet: its callers normalise x first and
-// apply such an activation on their own, so the tensor-core path keeps its speed).
+// gather (gemm_tc.cl only where the device's row says so: conv2d normalises x first otherwise, so the tensor-core
+// path keeps its speed).
 bool portable_gemm(const cl::Context& ctx, bool b_half);
 // Flag in the act code of gemm.cl and winograd.cl: act(v + residual) instead of act(v) + residual.
 constexpr int kActAfterResidual = 16;
