@@ -92,13 +92,13 @@
 #if A_HALF && (A_MODE == 0 || GATHER_NORM)
 #error "fp16 activations are read by the convolutions' gathers only, and never normalised there"
 #endif
-#ifndef ACT_AFTER_RES  // 1: act(sum + bias + residual) instead of act(sum + bias) + residual (TAESD's blocks)
-#define ACT_AFTER_RES 0
+#ifndef RESIDUAL_BEFORE_ACT  // 1: act(sum + bias + residual) instead of act(sum + bias) + residual (TAESD's blocks)
+#define RESIDUAL_BEFORE_ACT 0
 #endif
 #ifndef C_HALF  // 1 (mode 0 only): C receives fp16 values (raw 16-bit patterns, rounded to nearest even) instead of fp32
 #define C_HALF 0
 #endif
-#if ACT_AFTER_RES && C_HALF
+#if RESIDUAL_BEFORE_ACT && C_HALF
 #error "the activation after the residual is for fp32 outputs"
 #endif
 #if C_HALF && A_MODE != 0
@@ -169,8 +169,8 @@
 // half of each twice. The neighbour beyond the matrix is left alone. One apply_act per output: this is unrolled
 // for every pair a work-item holds, and common.cl's epilogue() in its place (ACT_AFTER_RESIDUAL, two copies of
 // apply_act) made every product on the H200 slower (UNet 13.5 -> 14.3 ms, VAE 20.95 -> 24.6) for 0.04 ms saved in
-// TAESD (2026-12-05 call 2). So TAESD's act(conv + skip) is a program of its own (ACT_AFTER_RES): the residual added
-// before the one apply_act, and no other product carries the code.
+// TAESD (2026-12-05 call 2). So TAESD's act(conv + skip) is a program of its own (RESIDUAL_BEFORE_ACT): the
+// residual added before the one apply_act, and no other product carries the code.
 inline void store_output_pair(float2 v, int m, int n, int M, int N, __global const BIAS_T* restrict bias, int act,
                           __global const float* restrict residual, __global float* restrict C, int c_off, int ldc,
                           bool vec) {
@@ -184,7 +184,7 @@ inline void store_output_pair(float2 v, int m, int n, int M, int N, __global con
     v += LOAD_BIAS(bias, n);
 #endif
   }
-#if ACT_AFTER_RES
+#if RESIDUAL_BEFORE_ACT
   if (residual) {
     if (vec && second) {
       v += *(__global const float2*)(residual + idx);

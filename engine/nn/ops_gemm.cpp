@@ -111,7 +111,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       // A program of its own: compiled into every convolution, the norm's code slowed them all.
       (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "") + (o.c_half ? " -DC_HALF=1" : "") +
       // TAESD's act(conv + skip): a program of its own (gemm_tc.cl's store_output_pair says why).
-      (o.act_after_residual ? " -DACT_AFTER_RES=1" : "");
+      (o.act_after_residual ? " -DRESIDUAL_BEFORE_ACT=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
