@@ -60,6 +60,31 @@
 #define NC_THREADS (NC_TW * NC_LY)
 #define NC_COLUMN (NC_PY + NC_KS - 1)
 
+#define NC_PATCH_LOADS ((NC_CB * NC_PATCH + NC_THREADS - 1) / NC_THREADS)
+#define NC_TAP_LOADS ((NC_CB * NC_O * NC_TAPS + NC_THREADS - 1) / NC_THREADS)
+
+// The raw values of channels c0 .. c0 + NC_CB - 1 this work-item moves into the patch (zero outside the map and past
+// C), and its share of their taps, into registers.
+#define LOAD_STEP(c0)                                                                                   \
+  do {                                                                                                  \
+    for (int j = 0; j < NC_PATCH_LOADS; ++j) {                                                          \
+      const int i = lid + j * NC_THREADS;                                                               \
+      const int cb = i / NC_PATCH, r = i - cb * NC_PATCH;                                               \
+      const int py = r / NC_IN_W, px = r - py * NC_IN_W;                                                \
+      const int ch = (c0) + cb, iy = iy0 + py, ix = ix0 + px;                                           \
+      next[j] = i < NC_CB * NC_PATCH && ch < C && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w          \
+                    ? x[(ch * in_h + iy) * in_w + ix]                                                   \
+                    : 0.0f;                                                                             \
+    }                                                                                                   \
+    for (int j = 0; j < NC_TAP_LOADS; ++j) {                                                            \
+      const int i = lid + j * NC_THREADS;                                                               \
+      const int cb = i / (NC_O * NC_TAPS), r = i - cb * (NC_O * NC_TAPS);                               \
+      const int o = r / NC_TAPS, t = r - o * NC_TAPS;                                                   \
+      const int ch = (c0) + cb;                                                                         \
+      next_tap[j] = i < NC_CB * NC_O * NC_TAPS && ch < C ? LOAD_W(w, (o * C + ch) * NC_TAPS + t) : 0.0f; \
+    }                                                                                                   \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(NC_TW, NC_LY, 1))) void conv_narrow(
     const int C, const int in_h, const int in_w, const int out_h, const int out_w, const int pad_top,
     const int pad_left, __global const float* restrict x, __global const W_T* restrict w,
@@ -76,29 +101,37 @@ __kernel __attribute__((reqd_work_group_size(NC_TW, NC_LY, 1))) void conv_narrow
   for (int o = 0; o < NC_O; ++o)
     for (int q = 0; q < NC_PY; ++q) acc[o][q] = 0.0f;
 
+  // Double buffering through registers: the next channels' patch values and taps are loaded from global memory
+  // before this step's products, and normalised as they go into local memory after them, so the loads' latency
+  // hides behind the FMAs (a step of cb channels has ~NC_PATCH_LOADS loads a work-item and two barriers).
+  float next[NC_PATCH_LOADS];
+  float next_tap[NC_TAP_LOADS];
+  LOAD_STEP(0);
   for (int c0 = 0; c0 < C; c0 += NC_CB) {
     barrier(CLK_LOCAL_MEM_FENCE);  // the previous channels' patch and taps are read
-    for (int i = lid; i < NC_CB * NC_PATCH; i += NC_THREADS) {
-      const int cb = i / NC_PATCH, r = i - cb * NC_PATCH;
-      const int py = r / NC_IN_W, px = r - py * NC_IN_W;
-      const int ch = c0 + cb, iy = iy0 + py, ix = ix0 + px;
-      float v = 0.0f;
-      if (ch < C && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w) {
-        v = x[(ch * in_h + iy) * in_w + ix];
+    for (int j = 0; j < NC_PATCH_LOADS; ++j) {
+      const int i = lid + j * NC_THREADS;
+      if (NC_PATCH_LOADS * NC_THREADS == NC_CB * NC_PATCH || i < NC_CB * NC_PATCH) {
+        float v = next[j];
         if (norm_mode) {
-          v = fma(v, norm[2 * ch], norm[2 * ch + 1]);
-          if (norm_mode == 2) v = v / (1.0f + exp(-v));
+          // Inside the map only: the padding (and channels past C) stays zero, as when torch pads the normalised map.
+          const int cb = i / NC_PATCH, r = i - cb * NC_PATCH;
+          const int py = r / NC_IN_W, px = r - py * NC_IN_W;
+          const int ch = c0 + cb, iy = iy0 + py, ix = ix0 + px;
+          if (ch < C && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w) {
+            v = fma(v, norm[2 * ch], norm[2 * ch + 1]);
+            if (norm_mode == 2) v = v / (1.0f + exp(-v));
+          }
         }
+        patch[i] = v;
       }
-      patch[i] = v;
     }
-    for (int i = lid; i < NC_CB * NC_O * NC_TAPS; i += NC_THREADS) {
-      const int cb = i / (NC_O * NC_TAPS), r = i - cb * (NC_O * NC_TAPS);
-      const int o = r / NC_TAPS, t = r - o * NC_TAPS;
-      const int ch = c0 + cb;
-      taps[i] = ch < C ? LOAD_W(w, (o * C + ch) * NC_TAPS + t) : 0.0f;
+    for (int j = 0; j < NC_TAP_LOADS; ++j) {
+      const int i = lid + j * NC_THREADS;
+      if (i < NC_CB * NC_O * NC_TAPS) taps[i] = next_tap[j];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (c0 + NC_CB < C) LOAD_STEP(c0 + NC_CB);
 
     for (int cb = 0; cb < NC_CB; ++cb) {
       __local const float* p = patch + cb * NC_PATCH + ly * NC_PY * NC_IN_W + lx;
