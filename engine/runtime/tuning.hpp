@@ -256,6 +256,10 @@ struct NarrowConvRow {
   // Layers with at most this many output channels (up to kNarrowConvMaxOut; 0: none) and stride 1, k 1 or 3,
   // whose output gives at least groups_per_unit work-groups per compute unit on `tile` (rows per work-item halved
   // down to 1 until it does): the map must fill the device, since each work-group goes through every input channel.
+  // The tile: on an H100, 0.184 ms at the VAE's conv_out (128 -> 3 at 512², with its norm) and 0.058 at TAESD's last
+  // conv, against 0.298 and 0.112 as tensor-core products and 0.19-0.40 / 0.06-0.13 on 15 other tiles; the UNet's
+  // conv_out at 64² (16 work-groups at one row each) took 0.35-0.63 ms, hence the fill rule (docs/PERFORMANCE.md,
+  // 2026-12-06 fifth session). Every row keeps these defaults: no AMD or Intel GPU was at hand to measure.
   int max_out = kNarrowConvMaxOut;
   int groups_per_unit = 1;
   NarrowConvConfig tile = {};
