@@ -25,7 +25,7 @@ bool detail::run_narrow_conv(cl::Context& ctx, const cl::NarrowConvConfig& tile,
                          (out_h + rows - 1) / rows * static_cast<std::size_t>(tile.ly));
   const cl::Range local(static_cast<std::size_t>(tile.tw), static_cast<std::size_t>(tile.ly));
   const int norm_mode = fusion.input_norm ? (fusion.input_silu ? 2 : 1) : 0;
-  const int act = static_cast<int>(fusion.act) | (fusion.act_after_residual && fusion.residual ? kActAfterResidual : 0);
+  const int act = conv_act_code(fusion);
   ctx.launch(kernel, global, local, C, static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)), out_h, out_w, g.pad_top,
              g.pad_left, x.buffer.get(), w.buffer.get(), b ? b->buffer.get() : cl_mem{nullptr},
              fusion.input_norm ? fusion.input_norm->buffer.get() : cl_mem{nullptr}, norm_mode,

@@ -116,6 +116,11 @@ bool run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& problem, cons
 bool portable_gemm(const cl::Context& ctx, bool b_half);
 // Flag in the act code of gemm.cl and winograd.cl: act(v + residual) instead of act(v) + residual.
 constexpr int kActAfterResidual = 16;
+// The act code of a convolution's epilogue (common.cl's epilogue()): the activation, with kActAfterResidual where
+// the fusion asks for it and has a residual.
+inline int conv_act_code(const ConvFusion& fusion) {
+  return static_cast<int>(fusion.act) | (fusion.act_after_residual && fusion.residual ? kActAfterResidual : 0);
+}
 
 // What gemm_tc.cl uses beyond mma.sync on this device (Tuning::tensor_core_features), ldmatrix probed first:
 // kernels/tc_probe.cl runs once per device on the PTX path and records the mode that gives the documented

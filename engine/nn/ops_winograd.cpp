@@ -204,8 +204,7 @@ Tensor run_winograd(cl::Context& ctx, const std::string& op, const Tensor& x, co
   }
 
   const cl_mem norm = fusion.input_norm ? fusion.input_norm->buffer.get() : nullptr;
-  const int act_code =
-      static_cast<int>(fusion.act) | (fusion.act_after_residual && fusion.residual ? detail::kActAfterResidual : 0);
+  const int act_code = detail::conv_act_code(fusion);
   for (std::int64_t t0 = 0; t0 < total; t0 += chunk) {
     const int count = static_cast<int>(std::min(chunk, total - t0));
     ctx.launch(k_input, cl::Range(cl::round_up(static_cast<std::size_t>(count), in_local), static_cast<std::size_t>(C)),

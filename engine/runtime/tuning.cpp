@@ -671,13 +671,10 @@ std::optional<NarrowConvConfig> Tuning::narrow_conv(std::int64_t O, std::int64_t
   NarrowConvConfig c = row.tile;
   if (!fits(c.threads(), c.local_bytes())) c = {16, 4, c.py, 1};  // 64 work-items: every OpenCL GPU
   if (!fits(c.threads(), c.local_bytes())) return std::nullopt;
-  const auto groups = [&](const NarrowConvConfig& t) {
-    return static_cast<std::size_t>((out_w + t.tw - 1) / t.tw) *
-           static_cast<std::size_t>((out_h + t.ly * t.py - 1) / (t.ly * t.py));
-  };
-  const std::size_t wanted = static_cast<std::size_t>(row.groups_per_unit) * compute_units_;
-  while (groups(c) < wanted && c.py > 1) c.py /= 2;
-  if (groups(c) < wanted) return std::nullopt;
+  if (out_h > (1 << 30) || out_w > (1 << 30)) return std::nullopt;  // (conv2d refuses such maps before)
+  const int h = static_cast<int>(out_h), w = static_cast<int>(out_w);
+  while (!fills_device(w, h, c.tw, c.ly * c.py, row.groups_per_unit) && c.py > 1) c.py /= 2;
+  if (!fills_device(w, h, c.tw, c.ly * c.py, row.groups_per_unit)) return std::nullopt;
   return c;
 }
 

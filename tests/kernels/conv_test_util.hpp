@@ -56,6 +56,29 @@ struct NormParams {
   bool silu = true;
 };
 
+// A group norm of a layer's input: gamma in [0.5, 1.5] and beta in [-0.5, 0.5] from their seeds, and its
+// per-channel affine form (nn::group_norm_affine) for a convolution to apply (set_input_norm).
+struct InputNorm {
+  NormParams params;
+  nn::Tensor affine;
+};
+inline InputNorm make_input_norm(cl::Context& ctx, const ConvLayer& l, int groups, bool silu, std::uint32_t gamma_seed,
+                                 std::uint32_t beta_seed) {
+  InputNorm n;
+  n.params.groups = groups;
+  n.params.silu = silu;
+  n.params.gamma = random_floats(l.s.C, gamma_seed, 0.5f, 1.5f);
+  n.params.beta = random_floats(l.s.C, beta_seed, -0.5f, 0.5f);
+  const nn::Tensor gamma = nn::upload_weight(ctx, n.params.gamma, {l.s.C}, nn::DType::F32);
+  const nn::Tensor beta = nn::upload_weight(ctx, n.params.beta, {l.s.C}, nn::DType::F32);
+  n.affine = nn::group_norm_affine(ctx, l.x, gamma, beta, groups, n.params.eps);
+  return n;
+}
+inline void set_input_norm(nn::ConvFusion& fusion, const InputNorm& norm) {
+  fusion.input_norm = &norm.affine;
+  fusion.input_silu = norm.params.silu;
+}
+
 // act(conv(norm(x)) + b) + residual with the reference loops (double accumulation).
 inline std::vector<float> reference_conv(const ConvLayer& l, const NormParams* norm, ref::Act act, bool bias,
                                          bool residual) {

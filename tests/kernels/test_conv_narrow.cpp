@@ -59,20 +59,10 @@ void check_narrow(const NarrowCase& c, DType storage, const cl::NarrowConvConfig
     o.tensor_cores = cl::TensorCores::Off;  // nothing else to choose: the narrow kernel runs either way
   });
   const test::ConvLayer l = test::make_conv_layer(ctx, c.s, storage, seed);
-  test::NormParams norm;
-  norm.groups = c.groups;
-  norm.silu = c.silu;
-  norm.gamma = test::random_floats(c.s.C, seed + 5, 0.5f, 1.5f);
-  norm.beta = test::random_floats(c.s.C, seed + 6, -0.5f, 0.5f);
-  nn::Tensor affine;
+  const test::InputNorm input_norm = test::make_input_norm(ctx, l, c.groups, c.silu, seed + 5, seed + 6);
+  const test::NormParams& norm = input_norm.params;
   nn::ConvFusion fusion;
-  if (c.norm) {
-    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
-    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
-    affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
-    fusion.input_norm = &affine;
-    fusion.input_silu = c.silu;
-  }
+  if (c.norm) test::set_input_norm(fusion, input_norm);
   fusion.act = c.act;
   fusion.residual = c.residual ? &l.residual : nullptr;
   fusion.act_after_residual = c.act_after_residual;

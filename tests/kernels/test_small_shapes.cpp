@@ -174,19 +174,10 @@ TEST(SmallShapes, WinogradBothTilesWithNormUpsamplingResidualAndSplitK) {
                         Case{"per-call-split", test::conv_shape(9, 4, 8, 5), 4, true, false, true, 3}}) {
     const Splits splits(c.splits);
     const test::ConvLayer l = test::make_conv_layer(ctx, c.s, c.per_call ? DType::F16 : DType::F32, 40 + c.s.W);
-    test::NormParams norm;
-    norm.groups = 1;
-    norm.gamma = test::random_floats(c.s.C, 41, 0.5f, 1.5f);
-    norm.beta = test::random_floats(c.s.C, 42, -0.5f, 0.5f);
-    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
-    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
-    nn::Tensor affine;
+    const test::InputNorm input_norm = test::make_input_norm(ctx, l, 1, true, 41, 42);
+    const test::NormParams& norm = input_norm.params;
     nn::ConvFusion fusion;
-    if (c.norm) {
-      affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
-      fusion.input_norm = &affine;
-      fusion.input_silu = true;
-    }
+    if (c.norm) test::set_input_norm(fusion, input_norm);
     fusion.residual = c.residual ? &l.residual : nullptr;
     fusion.act = Act::ReLU;
     const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
@@ -220,19 +211,10 @@ TEST(SmallShapes, NarrowConvolutionWithNormResidualAndPartialTiles) {
   for (const Case& c : {Case{"3x3-norm", test::conv_shape(5, 9, 19, 3), DType::F16, true},
                         Case{"1x1-asymmetric-pad", one, DType::F32, false}}) {
     const test::ConvLayer l = test::make_conv_layer(ctx, c.s, c.storage, 60 + c.s.C);
-    test::NormParams norm;
-    norm.groups = 1;
-    norm.gamma = test::random_floats(c.s.C, 61, 0.5f, 1.5f);
-    norm.beta = test::random_floats(c.s.C, 62, -0.5f, 0.5f);
-    const nn::Tensor gamma = nn::upload_weight(ctx, norm.gamma, {c.s.C}, DType::F32);
-    const nn::Tensor beta = nn::upload_weight(ctx, norm.beta, {c.s.C}, DType::F32);
-    nn::Tensor affine;
+    const test::InputNorm input_norm = test::make_input_norm(ctx, l, 1, true, 61, 62);
+    const test::NormParams& norm = input_norm.params;
     nn::ConvFusion fusion;
-    if (c.norm) {
-      affine = nn::group_norm_affine(ctx, l.x, gamma, beta, norm.groups, norm.eps);
-      fusion.input_norm = &affine;
-      fusion.input_silu = true;
-    }
+    if (c.norm) test::set_input_norm(fusion, input_norm);
     fusion.residual = &l.residual;
     fusion.act = Act::SiLU;
     const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
