@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <mutex>
@@ -72,6 +73,14 @@ std::string device_build_defines(const DeviceInfo& info) {
   return defines;
 }
 
+namespace {
+// SDT_QUEUE_PROFILING=0: the queue without CL_QUEUE_PROFILING_ENABLE (experiments: what profiling costs a launch).
+bool queue_profiling_from_environment() {
+  const char* env = std::getenv("SDT_QUEUE_PROFILING");
+  return !(env && std::strcmp(env, "0") == 0);
+}
+}  // namespace
+
 Context::Context(const DeviceHandle& device, const ContextOptions& options)
     : device_(device),
       tuning_(Tuning::for_device(device, options.tuning ? *options.tuning : overrides_from_environment())) {
@@ -85,12 +94,14 @@ Context::Context(const DeviceHandle& device, const ContextOptions& options)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
-  queue_ = QueueHandle(clCreateCommandQueue(context_.get(), id, CL_QUEUE_PROFILING_ENABLE, &status));
+  queue_profiling_ = options.queue_profiling.value_or(queue_profiling_from_environment());
+  const cl_command_queue_properties queue_properties = queue_profiling_ ? CL_QUEUE_PROFILING_ENABLE : 0;
+  queue_ = QueueHandle(clCreateCommandQueue(context_.get(), id, queue_properties, &status));
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
   check(status, "clCreateCommandQueue", device.info.name);
-  command_buffer_api_ = command_buffer_api(device, CL_QUEUE_PROFILING_ENABLE);
+  command_buffer_api_ = command_buffer_api(device, queue_properties);
   device_defines_ = device_build_defines(device.info);
   std::filesystem::path dir;
   if (options.disk_cache) dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;

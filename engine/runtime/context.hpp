@@ -116,6 +116,9 @@ struct ContextOptions {
   // What the kernels' tuning table is overridden with from the start (runtime/tuning.hpp); nullopt: what the
   // environment says (overrides_from_environment()), as for every context the engine opens.
   std::optional<TuningOverrides> tuning;
+  // Whether the queue records profiling times (CL_QUEUE_PROFILING_ENABLE); nullopt: yes, unless the environment
+  // says SDT_QUEUE_PROFILING=0.
+  std::optional<bool> queue_profiling;
 };
 
 // Launches recorded once into a command buffer (cl_khr_command_buffer) and enqueued as one command, as often as
@@ -245,8 +248,10 @@ class Context {
 
   // ---- recorded command buffers ----
   // Whether this device's driver offers cl_khr_command_buffer for a queue like this context's (in order, with
-  // profiling).
+  // profiling unless ContextOptions::queue_profiling turned it off).
   bool command_buffers_supported() const { return command_buffer_api_ != nullptr; }
+  // Whether the queue records device times (ContextOptions::queue_profiling); without, no event has them.
+  bool queue_profiling() const { return queue_profiling_; }
   // From here to end_commands(), launches are recorded into a command buffer rather than enqueued: nothing runs.
   // Any other command (a transfer, a fill, a marker, a wait) throws Error (Device) meanwhile, as it could not take
   // its place among the recorded launches. Buffers allocated meanwhile come from outside the pool, one each, none
@@ -343,6 +348,7 @@ class Context {
   // User events that a test's injected hang made the queue wait on (see kHangFault); completed at destruction.
   std::vector<EventHandle> injected_hangs_;
 
+  bool queue_profiling_ = true;
   std::unique_ptr<CommandBufferApi> command_buffer_api_;  // null: not supported here
   cl_command_buffer_khr commands_ = nullptr;              // being recorded (begin_commands .. end_commands)
   std::size_t commands_launches_ = 0;

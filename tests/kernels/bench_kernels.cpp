@@ -5,6 +5,7 @@
 // "elementwise" the memory-bound ones). Each case runs once to warm up, then kKernelBenchRuns times; the
 // table gives the mean device time per call (every kernel the op enqueues) and the achieved rate against the
 // op's FLOPs or bytes moved.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -479,4 +480,45 @@ TEST(KernelBench, DISABLED_CommandBufferLaunchFloor) {
         break;
     }
   });
+}
+
+TEST(KernelBench, DISABLED_HostClockLaunchRate) {
+  // The device's launch rate as the host sees it, on whatever queue the context has (SDT_QUEUE_PROFILING=0 makes
+  // it one without profiling, where no event has device times): n launches held behind a user event, released at
+  // once, the host's clock from the release to clFinish's return. The slope between two counts is the cost of a
+  // launch without the finish's fixed latency.
+  auto& ctx = test::kernel_context();
+  test::TensorCorePathScope path(ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx
+                                                                        : cl::TensorCores::Emulated);
+  auto host_us = [&](int n, const std::function<void()>& op) {
+    op();
+    ctx.finish();
+    cl_int status = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(ctx.context(), &status);
+    EXPECT_EQ(status, CL_SUCCESS);
+    EXPECT_EQ(clEnqueueMarkerWithWaitList(ctx.queue(), 1, &gate, nullptr), CL_SUCCESS);
+    for (int i = 0; i < n; ++i) op();
+    EXPECT_EQ(clFlush(ctx.queue()), CL_SUCCESS);
+    const auto t0 = std::chrono::steady_clock::now();
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    ctx.finish();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    clReleaseEvent(gate);
+    return us;
+  };
+  const nn::Tensor single = random_tensor(ctx, {1}, 60);
+  const nn::Tensor x = random_tensor(ctx, {77, 1024}, 61);
+  const nn::Tensor w = random_weight(ctx, {1024, 1024}, DType::F16, 62);
+  struct Case {
+    const char* name;
+    std::function<void()> op;
+  };
+  const Case cases[] = {{"scale of 1 value", [&] { nn::scale(ctx, single, 0.5f); }},
+                        {"text out 77x1024->1024", [&] { nn::linear(ctx, x, w, nullptr); }}};
+  for (const Case& c : cases)
+    for (int round = 0; round < 2; ++round) {
+      const double a = host_us(100, c.op), b = host_us(400, c.op);
+      std::printf("  %s (profiling %s): 100 launches %.1f us, 400 launches %.1f us: %.2f us a launch (slope)\n", c.name,
+                  ctx.queue_profiling() ? "on" : "off", a, b, (b - a) / 300);
+    }
 }

@@ -96,6 +96,27 @@ TEST(Context, RunsAKernelThatMatchesTheCppLoop) {
   run_saxpy(*ctx, 13);
 }
 
+TEST(Context, AQueueWithoutProfilingRunsTheSameKernelsUntimed) {
+  // ContextOptions::queue_profiling false (SDT_QUEUE_PROFILING=0, for measuring what profiling costs): the kernels
+  // run as on the profiling queue, and the launches recorded are counted but carry no device times.
+  for (const bool profiling : {true, false}) {
+    test::TempDir dir("sdt-cache-profiling");
+    cl::ContextOptions options;
+    options.cache_dir = dir.path();
+    options.queue_profiling = profiling;
+    cl::Context ctx(test::test_device(), options);
+    EXPECT_EQ(ctx.queue_profiling(), profiling);
+    ctx.set_recording(true, true);
+    run_saxpy(ctx, 1000);
+    const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+    ctx.set_recording(false);
+    ASSERT_EQ(launches.size(), 1u) << (profiling ? "profiling" : "no profiling");
+    EXPECT_EQ(launches[0].kernel, "saxpy");
+    EXPECT_EQ(launches[0].timed, profiling)
+        << (profiling ? "a profiling queue times its launches" : "a queue without profiling has no device times");
+  }
+}
+
 TEST(ProgramCache, SecondContextLoadsTheBinaryFromDisk) {
   test::TempDir dir("sdt-cache");
   cl::ContextOptions options;
