@@ -101,6 +101,12 @@
 #if RESIDUAL_BEFORE_ACT && C_HALF
 #error "the activation after the residual is for fp32 outputs"
 #endif
+#ifndef GEGLU  // 1 (mode 0 only): C [M, N / 2] gets value · gelu(gate) of columns f and N / 2 + f (a feed-forward's GEGLU)
+#define GEGLU 0
+#endif
+#if GEGLU && (A_MODE != 0 || C_HALF || RESIDUAL_BEFORE_ACT)
+#error "GEGLU is a plain linear product's epilogue (fp32 output, no residual before the activation)"
+#endif
 #if C_HALF && A_MODE != 0
 #error "fp16 outputs are written by the linear products only (a self-attention's q/k/v for attention_tc.cl)"
 #endif
@@ -171,9 +177,28 @@
 // apply_act) made every product on the H200 slower (UNet 13.5 -> 14.3 ms, VAE 20.95 -> 24.6) for 0.04 ms saved in
 // TAESD (2026-12-05 call 2). So TAESD's act(conv + skip) is a program of its own (RESIDUAL_BEFORE_ACT): the
 // residual added before the one apply_act, and no other product carries the code.
+// With GEGLU the product's columns are the weight's rows value and gate in turn (weight_row): column 2f is value f
+// (weight row f), column 2f + 1 its gate (row N / 2 + f), so a pair holds both, and C[m, f] = value · gelu(gate),
+// bias included, as the geglu kernel (elementwise.cl) computes it from the [M, N] product.
+inline int weight_row(const int n, const int N) {
+#if GEGLU
+  return (n & 1) ? (N >> 1) + (n >> 1) : n >> 1;
+#else
+  return n;
+#endif
+}
+
 inline void store_output_pair(float2 v, int m, int n, int M, int N, __global const BIAS_T* restrict bias, int act,
                           __global const float* restrict residual, __global float* restrict C, int c_off, int ldc,
                           bool vec) {
+#if GEGLU
+  if (bias) {
+    v.x += LOAD_BIAS(bias, weight_row(n, N));
+    v.y += LOAD_BIAS(bias, weight_row(n + 1, N));
+  }
+  C[c_off + m * ldc + (n >> 1)] = v.x * gelu(v.y);
+  return;
+#endif
   const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
   const bool second = A_MODE == 0 ? n + 1 < N : m + 1 < M;
   if (bias) {
@@ -514,7 +539,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
-        __global const B_T* src = B + b_off + n * ldb + k;
+        __global const B_T* src = B + b_off + weight_row(n, N) * ldb + k;
 #if B_FLOAT
         float4 lo, hi;
         if (W_ALIGN8 && n < N && k + 8 <= k_stop) {

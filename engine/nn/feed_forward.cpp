@@ -9,8 +9,7 @@ FeedForward::FeedForward(const WeightScope& scope, std::int64_t dim, std::int64_
 
 Tensor FeedForward::operator()(cl::Context& ctx, const Tensor& x, const Tensor* residual) const {
   // x: [T, dim]
-  Tensor projected = net_0_proj_(ctx, x);          // [T, 2F]
-  Tensor gated = geglu(ctx, projected);            // [T, F]
+  Tensor gated = net_0_proj_.geglu(ctx, x);        // [T, F]: value · gelu(gate) of the [T, 2F] projection
   return net_2_(ctx, gated, Act::None, residual);  // [T, dim]
 }
 

@@ -25,6 +25,10 @@ Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, Act act, const Tens
   return linear(ctx, x, weight_, bias(), act, residual);
 }
 
+Tensor Linear::geglu(cl::Context& ctx, const Tensor& x) const {
+  return linear_geglu(ctx, x, weight_, bias());
+}
+
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act,
                           const Tensor* residual) const {
   return linear(ctx, x, norm.input(), weight_, bias(), act, residual);

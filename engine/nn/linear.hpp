@@ -26,6 +26,9 @@ class Linear {
   Tensor operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act = Act::None,
                     const Tensor* residual = nullptr) const;
 
+  // x: [T, in] → [T, out / 2]: value · gelu(gate) of the output's halves (a feed-forward's GEGLU; nn::linear_geglu).
+  Tensor geglu(cl::Context& ctx, const Tensor& x) const;
+
   std::int64_t in_features() const { return in_features_; }
   std::int64_t out_features() const { return out_features_; }
   const Tensor& weight() const { return weight_; }

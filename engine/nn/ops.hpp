@@ -38,6 +38,10 @@ Tensor linear(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 // row's half_attention_operands), rounded as that kernel would round its fp32 operands: the same attention, half the
 // bytes written and read. Elsewhere fp32, as linear().
 Tensor qkv_projection(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, int heads);
+// geglu(linear(x, w, b)): x [T, K], w [2F, K] (value rows, then gate rows), b [2F] → [T, F]. With fp16 weights on
+// the tensor cores where the device's row says so (Tuning::tc_geglu), one launch: the gate applied in the product's
+// epilogue, the [T, 2F] projection never written; otherwise the product and the GEGLU launch.
+Tensor linear_geglu(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b);
 
 // A layer norm of the product's input: gamma and beta [K] fp32.
 struct InputLayerNorm {

@@ -94,6 +94,9 @@ struct GemmOperands {
   float ln_eps = 0.0f;
   // GemmMode::Linear on gemm_tc.cl only: C receives fp16 values (a self-attention's q/k/v, qkv_projection in ops.hpp).
   bool c_half = false;
+  // GemmMode::Linear on gemm_tc.cl only: C [M, N / 2] receives value · gelu(gate) of the product's two halves (columns
+  // f and N / 2 + f: the feed-forward's GEGLU), computed in the epilogue (gemm_tc.cl's GEGLU).
+  bool geglu = false;
 };
 // A kernel that sums other work-groups' results itself (split K in gemm.cl / gemm_tc.cl, a group norm's merge in
 // norm.cl), built with `options` by `build` (null where the build cannot run its work-group). Its L2 loads and

@@ -96,13 +96,17 @@ const TuningRow kTable[] = {
         // gathered activations a product): 157.1 / 148.5 / 157.0 TFLOP/s at 512 @128², 256 @256² and the 64 -> 128
         // upsampling against 149.6 / 143.3 / 145.1 on 128×128; at 64² (98.7 against 106.5) and for 128 channels
         // (256 rows: half padding) 128×128 stays (kernel bench, docs/bench/2026-12-04-night2/call3-one-block).
+        // geglu_epilogue: the feed-forward's gate in the GEGLU projection's epilogue, one launch and no [T, 2F]
+        // write: UNet 12.31-12.47 -> 11.99-12.09 ms on an H100 (A/B in turns, two rounds, medians of 20; the
+        // projections 0.21 ms faster and the 16 geglu launches' 0.24 ms gone), docs/bench/2026-12-06/geglu.
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
                          .wide = TcConfig{256, 64, 4, 2},
                          .wide_pixels = 128 * 128,
                          .fused_splitk = true,
-                         .conv_fused_splitk = false},
+                         .conv_fused_splitk = false,
+                         .geglu_epilogue = true},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
         // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one
         // call, 2026-12-03; other shapes: 64 work-items 1.55-2.0 ms, 128 with 8 score rows 1.46). Its 64-key form
@@ -371,6 +375,9 @@ TuningOverrides overrides_from_environment() {
                              "round runs part empty");
   o.tc_half_qkv = flag_from_env(
       "SDT_TC_HALF_QKV", "0 gives the tensor-core flash attention a self-attention's q, k and v in fp32, 1 in fp16");
+  o.tc_geglu = flag_from_env("SDT_TC_GEGLU",
+                             "0 runs the feed-forward's GEGLU as a launch after its product, 1 in the tensor-core "
+                             "product's epilogue");
   if (const char* env = std::getenv("SDT_NARROW_CONV"); env && *env) {
     if (std::strcmp(env, "0") == 0)
       o.narrow_conv_off = true;
@@ -437,6 +444,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
+  effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
   effective_.attention_fill = pick(explicit_.attention_fill, environment_.attention_fill);
   effective_.attention_splits = pick(explicit_.attention_splits, environment_.attention_splits);
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);

@@ -212,6 +212,10 @@ struct TensorCoreRow {
   // Off in every row: on an H100 the attention and the projections took longer with it (UNet +0.25 ms,
   // docs/PERFORMANCE.md 2026-12-06 second session).
   bool half_attention_operands = false;
+  // The feed-forward's GEGLU (value · gelu(gate), the projection's two halves) in gemm_tc.cl's epilogue (GEGLU):
+  // each work-item holds neighbouring columns of the product, so the weight rows are read value and gate in turn
+  // and the projection's [T, 2F] is never written; one launch fewer a feed-forward.
+  bool geglu_epilogue = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
   // and each split keeps at least attention_split_keys keys (0: never split).
@@ -335,6 +339,7 @@ struct TuningOverrides {
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
+  std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
   std::optional<int> attention_fill = {};               // TensorCoreRow::attention_fill
   std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
@@ -472,6 +477,7 @@ class Tuning {
   // Whether a self-attention's q/k/v for the tensor-core flash kernel are written in fp16: the override, else the
   // row's half_attention_operands.
   bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }
+  bool tc_geglu() const { return effective_.tc_geglu.value_or(row_->tensor_cores.geglu_epilogue); }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

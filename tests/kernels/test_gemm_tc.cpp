@@ -158,6 +158,53 @@ void check_linear_ln(const LinearCase& c, std::uint32_t seed, float offset) {
                          std::to_string(c.K) + "->" + std::to_string(c.N));
 }
 
+// linear_geglu(x, w, b) = value · gelu(gate) of the product's halves, against the reference: the product of the
+// fp16-rounded x, then the gate in double. `fused` says which way it must have run: one gemm_tc launch with the gate
+// in its epilogue (and, split, nothing but the summing program), or the product and the geglu launch. x_half: the
+// product rounds x to fp16 (gemm_tc.cl); gemm.cl, the portable path, multiplies it as it is.
+void check_geglu(const char* name, int M, int K, int F, std::uint32_t seed, bool fused, bool x_half = true) {
+  auto& ctx = test::kernel_context();
+  const int N = 2 * F;
+  const float wb = 1.0f / std::sqrt(static_cast<float>(K));
+  const auto x_host = uniform(static_cast<std::size_t>(M) * K, seed, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(N) * K, seed + 1, 3 * wb), {N, K}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(N, seed + 2, wb), {N}, DType::F16);
+  const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * F * 4);
+  ctx.set_recording(true, true);
+  (void)ctx.collect_timings();
+  const nn::Tensor y = nn::linear_geglu(ctx, x, w.tensor, &b.tensor);
+  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+  ctx.set_recording(false);
+  if (fused) {
+    EXPECT_EQ(y.buffer.get(), poisoned) << name << ": the output did not reuse the poisoned buffer";
+  }
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{M, F})) << name;
+  std::vector<std::string> kernels;
+  for (const auto& l : launches) kernels.push_back(l.kernel);
+  if (fused) {
+    EXPECT_EQ(kernels, std::vector<std::string>{"gemm_tc"}) << name << ": the gate was not in the product's epilogue";
+  } else {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "geglu"), kernels.end()) << name << ": no geglu launch";
+  }
+  EXPECT_FALSE(ctx.tuning().ptx_rejected()) << "the tensor-core program did not build: the log above says why";
+
+  const LinearCase c{name, M, K, N};
+  const auto product = linear_reference(c, x_half ? ref::round_to_half(x_host) : x_host, w.values, b.values,
+                                        std::vector<float>(static_cast<std::size_t>(M) * N));  // (no residual)
+  std::vector<float> expected(static_cast<std::size_t>(M) * F);
+  for (int m = 0; m < M; ++m)
+    for (int f = 0; f < F; ++f) {
+      const double value = product[static_cast<std::size_t>(m) * N + f];
+      const double gate = product[static_cast<std::size_t>(m) * N + F + f];
+      expected[static_cast<std::size_t>(m) * F + f] = static_cast<float>(value * ref::act(gate, ref::Act::GELU));
+    }
+  test::expect_close(ctx, y, expected, kRtol,
+                     std::string("linear_geglu ") + name + " " + std::to_string(M) + "x" + std::to_string(K) + "->" +
+                         std::to_string(N) + (fused ? " (epilogue)" : " (two launches)"));
+}
+
 ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
   ref::ConvShape s;
   s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
@@ -296,6 +343,17 @@ TEST(TensorCores, LinearMatchesFp16ReferenceAtSdTurboShapes) {
   check_linear({"unet-ff-out-1280", 256, 5120, 1280, true, Act::None, true}, 505);
   check_linear({"unet-cross-k-1024", 77, 1024, 640, false}, 506);
   check_linear({"time-embedding-silu", 1, 320, 1280, true, Act::SiLU}, 507);
+}
+
+TEST(TensorCores, GegluEpilogueMatchesTheReferenceAtSdTurboShapes) {
+  // The UNet's GEGLU projections at 64×64, 32×32 and 16×16 latents (512² images), as the row's tiles run them.
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  const test::TuningScope on(test::kernel_context(), [](cl::TuningOverrides& o) { o.tc_geglu = true; });
+  check_geglu("unet-64x64", 4096, 320, 1280, 560, true);
+  check_geglu("unet-32x32", 1024, 640, 2560, 561, true);
+  check_geglu("unet-16x16", 256, 1280, 5120, 562, true);
+  check_geglu("odd", 77, 130, 37, 563, true);
 }
 
 TEST(TensorCores, LayerNormInTheGatherMatchesTheReferenceAtTextEncoderShapes) {
@@ -513,6 +571,60 @@ TEST(TensorCoreTiles, EmulatedFewRowsTileMatchesFp16Reference) {
   check_conv("80-channels", conv(24, 9, 8, 80, 3, 1, 1), 626, true);
   test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_linear({"77-rows-split", 77, 300, 130, true, Act::SiLU, true}, 627);
+}
+
+TEST(TensorCoreTiles, EmulatedGegluEpilogueMatchesTheReference) {
+  // The gate in gemm_tc's epilogue (GEGLU): the value and gate weight rows read in turn, so tiles straddle both halves
+  // at odd F; rows past a tile; both linear tiles; split K summed in the kernel (the reduce launch knows no gate:
+  // there the product and the geglu launch run instead); and the rule off, or the portable path: two launches.
+  auto& ctx = test::kernel_context();
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_geglu = true; });
+    check_geglu("aligned", 70, 96, 68, 660, true);
+    check_geglu("odd", 13, 127, 37, 661, true);
+    check_geglu("one-pair", 3, 20, 1, 662, true);
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, true};
+      });
+      check_geglu("split-summed-in-kernel", 77, 300, 65, 663, true);
+    }
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, false};
+      });
+      check_geglu("split-reduce-launch", 77, 300, 65, 664, false);
+    }
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kBig);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_geglu = true; });
+    check_geglu("8-warps", 130, 96, 100, 665, true);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope off(ctx, [](cl::TuningOverrides& o) { o.tc_geglu = false; });
+    check_geglu("rule-off", 70, 96, 68, 666, false);
+  }
+  {
+    PathScope portable(TensorCores::Off);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_geglu = true; });
+    check_geglu("portable", 70, 96, 68, 667, false, false);
+  }
+  // An odd number of weight rows has no halves: refused, naming w.
+  PathScope emulated(TensorCores::Emulated, kSmall);
+  const nn::Tensor x = nn::upload(ctx, uniform(4 * 8, 668, 1.0f), {4, 8});
+  const auto w = test::make_weight(ctx, uniform(5 * 8, 669, 0.3f), {5, 8}, DType::F16);
+  try {
+    (void)nn::linear_geglu(ctx, x, w.tensor, nullptr);
+    ADD_FAILURE() << "an odd number of weight rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("even"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TensorCoreTiles, EmulatedKernelSplitsKLikeOneSlice) {

@@ -123,7 +123,8 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   Engine engine(fixture_engine_options(WeightStorage::F16));
   const cl::TensorCores path =
       engine.impl().context().tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
-  engine.impl().context().set_tuning_overrides({.tensor_cores = path, .tc_half_normed_input = true, .tc_half_qkv = true});
+  engine.impl().context().set_tuning_overrides(
+      {.tensor_cores = path, .tc_half_normed_input = true, .tc_half_qkv = true, .tc_geglu = true});
   const nlohmann::json c = refs.find_case("case0");
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
@@ -144,14 +145,17 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   EXPECT_LE(dq.max_abs, kTcImageMax);
 
   // The convolutions' separately normalised inputs in fp16 (TensorCoreRow::half_normed_input) give the products the
-  // same tile bits as in fp32, and the self-attentions' q/k/v in fp16 (half_attention_operands; both off in the rows,
-  // on here) give the flash kernel the values it rounds fp32 ones to: the same latents and images, bit for
-  // bit, with both in fp32 (each is checked alone at kernel level: test_conv_fusion.cpp, test_attention_tc.cpp).
+  // same tile bits as in fp32, the self-attentions' q/k/v in fp16 (half_attention_operands; both off in the rows,
+  // on here) give the flash kernel the values it rounds fp32 ones to, and the feed-forwards' gate in the product's
+  // epilogue (geglu_epilogue) computes what the geglu launch computes from the stored product: the same latents and
+  // images, bit for bit, with all three off (each is checked alone at kernel level: test_conv_fusion.cpp,
+  // test_attention_tc.cpp, test_gemm_tc.cpp).
   ASSERT_TRUE(ctx.tuning().tc_half_normed_input());
   ASSERT_TRUE(ctx.tuning().tc_half_qkv());
+  ASSERT_TRUE(ctx.tuning().tc_geglu());
   const std::vector<float> latents = nn::download(ctx, out.latents), image = nn::download(ctx, out.image_vae);
   engine.impl().context().set_tuning_overrides(
-      {.tensor_cores = path, .tc_half_normed_input = false, .tc_half_qkv = false});
+      {.tensor_cores = path, .tc_half_normed_input = false, .tc_half_qkv = false, .tc_geglu = false});
   const pipeline::DeviceOutputs fp32_inputs = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
   const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
