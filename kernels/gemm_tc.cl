@@ -285,6 +285,12 @@ inline void ln_merge(float* n, float* mean, float* m2, float nb, float mean_b, f
 // (mean, 1 / sqrt(var + eps)) of rows m0 .. m0 + TP - 1 of A (those below M) over K into rows[]; `scratch` holds
 // 3 * NTHREADS floats (the activation tile's local memory, free until the first K tile is stored). Ends with the
 // rows written but without a barrier: the main loop's first barrier comes before they are read.
+// Each of a row's LN_PARTS work-items sums its share of the row relative to the row's first value (the shift keeps
+// the sums of squares from cancelling when the mean is far from zero: norm.cl's group_norm_partials does the same),
+// four 16-byte loads in flight, no division in the loop; the parts are then merged in order (Chan), so the same bits
+// whatever the timing. The first version merged every 4-value chunk into its part with two divisions, one chunk at
+// a time: at K = 1024 that prologue cost each work-group ≈ 20 µs before its first K step, and folding the text
+// encoder's norms made it 1.9 ms slower (docs/PERFORMANCE.md, 2026-12-05 call 1).
 inline void layer_norm_rows(__global const float* restrict A, int lda, int M, int K, int m0, int tid, float eps,
                             __local float2* rows, __local float* scratch) {
   const int part = tid % LN_PARTS;
@@ -293,22 +299,46 @@ inline void layer_norm_rows(__global const float* restrict A, int lda, int M, in
     float n = 0.0f, mean = 0.0f, m2 = 0.0f;
     if (r < TP && m < M) {
       __global const float* row = A + m * lda;
-      for (int k = 4 * part; k < K; k += 4 * LN_PARTS) {
-        float x[4];
-        int count = 0;
-        if (A_ALIGN4 && k + 4 <= K) {
-          const float4 v = *(__global const float4*)(row + k);
-          x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-          count = 4;
-        } else {
-          for (int e = 0; e < 4 && k + e < K; ++e) x[count++] = row[k + e];
+      const float shift = row[0];
+      float s1 = 0.0f, s2 = 0.0f;
+      int k = 4 * part;
+#define LN_STRIDE (4 * LN_PARTS)  // a part's chunks of 4 values are this far apart
+#define LN_ADD4(v)                                                          \
+  {                                                                         \
+    const float4 d = (v) - shift;                                           \
+    s1 += (d.x + d.y) + (d.z + d.w);                                        \
+    s2 += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);                \
+  }
+      if (A_ALIGN4) {
+        for (; k + 3 * LN_STRIDE + 4 <= K; k += 4 * LN_STRIDE) {
+          const float4 v0 = *(__global const float4*)(row + k);
+          const float4 v1 = *(__global const float4*)(row + k + LN_STRIDE);
+          const float4 v2 = *(__global const float4*)(row + k + 2 * LN_STRIDE);
+          const float4 v3 = *(__global const float4*)(row + k + 3 * LN_STRIDE);
+          LN_ADD4(v0);
+          LN_ADD4(v1);
+          LN_ADD4(v2);
+          LN_ADD4(v3);
+          n += 16.0f;
         }
-        float cm = 0.0f;
-        for (int e = 0; e < count; ++e) cm += x[e];
-        cm /= (float)count;
-        float cm2 = 0.0f;
-        for (int e = 0; e < count; ++e) cm2 += (x[e] - cm) * (x[e] - cm);
-        ln_merge(&n, &mean, &m2, (float)count, cm, cm2);
+        for (; k + 4 <= K; k += LN_STRIDE) {
+          LN_ADD4(*(__global const float4*)(row + k));
+          n += 4.0f;
+        }
+      }
+      for (; k < K; k += LN_STRIDE)  // unaligned rows, and the last chunk when K is not a multiple of 4
+        for (int e = 0; e < 4 && k + e < K; ++e) {
+          const float d = row[k + e] - shift;
+          s1 += d;
+          s2 += d * d;
+          n += 1.0f;
+        }
+#undef LN_ADD4
+#undef LN_STRIDE
+      if (n > 0.0f) {
+        mean = s1 / n;
+        m2 = fmax(s2 - s1 * mean, 0.0f);
+        mean += shift;
       }
     }
     scratch[3 * tid] = n;

@@ -192,7 +192,9 @@ struct TensorCoreRow {
   bool conv_fused_splitk = true;
   // A layer norm followed by a linear product of at most this many rows (the text encoder's 77 tokens) runs in the
   // product's gather (gemm_tc.cl's ln_gamma): one launch fewer, and each work-group computes its rows' statistics
-  // once more; 0: never (the norm is a launch of its own).
+  // once more; 0: never (the norm is a launch of its own). 0 in every row: every work-group reading its rows over
+  // all of K costs the text encoder's products more than the norms' launches (+0.3 ms on an H100,
+  // docs/PERFORMANCE.md 2026-12-06 sixth session, call 3).
   int ln_fold_rows = 0;
   // A group norm (+SiLU) before a k×k convolution applied in gemm_tc's gather (a program built with GATHER_NORM)
   // rather than by a launch of its own (apply_channel_affine): one launch and a map's write and read fewer, but
