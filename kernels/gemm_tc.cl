@@ -107,6 +107,12 @@
 #if GEGLU && (A_MODE != 0 || C_HALF || RESIDUAL_BEFORE_ACT)
 #error "GEGLU is a plain linear product's epilogue (fp32 output, no residual before the activation)"
 #endif
+#ifndef C_TRANSPOSED  // 1 (mode 0 only): C receives the product transposed, C[n, m] at c_off + n * ldc + m (tokens
+#define C_TRANSPOSED 0  // back to a channel-major map, its residual in the same layout)
+#endif
+#if C_TRANSPOSED && (A_MODE != 0 || C_HALF || GEGLU || RESIDUAL_BEFORE_ACT)
+#error "C_TRANSPOSED is a plain linear product's fp32 epilogue"
+#endif
 #if C_HALF && A_MODE != 0
 #error "fp16 outputs are written by the linear products only (a self-attention's q/k/v for attention_tc.cl)"
 #endif
@@ -198,6 +204,26 @@ inline void store_output_pair(float2 v, int m, int n, int M, int N, __global con
   }
   C[c_off + m * ldc + (n >> 1)] = v.x * gelu(v.y);
   return;
+#endif
+#if C_TRANSPOSED
+  // The pair (m, n), (m, n + 1) lands in two rows of C [N, M]; the 8 lanes of a warp that share t write 8 consecutive
+  // m of a row: whole 32-byte sectors.
+  {
+    const bool second_n = n + 1 < N;
+    if (bias) {
+      v.x += LOAD_BIAS(bias, n);
+      if (second_n) v.y += LOAD_BIAS(bias, n + 1);
+    }
+    const int at = c_off + n * ldc + m;
+    v.x = apply_act(v.x, act);
+    if (residual) v.x += residual[at];
+    C[at] = v.x;
+    if (!second_n) return;
+    v.y = apply_act(v.y, act);
+    if (residual) v.y += residual[at + ldc];
+    C[at + ldc] = v.y;
+    return;
+  }
 #endif
   const int idx = A_MODE == 0 ? c_off + m * ldc + n : n * M + m;
   const bool second = A_MODE == 0 ? n + 1 < N : m + 1 < M;

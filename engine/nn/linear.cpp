@@ -29,6 +29,10 @@ Tensor Linear::geglu(cl::Context& ctx, const Tensor& x) const {
   return linear_geglu(ctx, x, weight_, bias());
 }
 
+Tensor Linear::to_map(cl::Context& ctx, const Tensor& x, std::int64_t H, std::int64_t W, const Tensor* residual) const {
+  return linear_to_map(ctx, x, weight_, bias(), H, W, residual);
+}
+
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act,
                           const Tensor* residual) const {
   return linear(ctx, x, norm.input(), weight_, bias(), act, residual);

@@ -28,6 +28,9 @@ class Linear {
 
   // x: [T, in] → [T, out / 2]: value · gelu(gate) of the output's halves (a feed-forward's GEGLU; nn::linear_geglu).
   Tensor geglu(cl::Context& ctx, const Tensor& x) const;
+  // x: [H·W, in] → [out, H, W] + residual (a map [out, H, W] or null): the tokens back to a map
+  // (nn::linear_to_map).
+  Tensor to_map(cl::Context& ctx, const Tensor& x, std::int64_t H, std::int64_t W, const Tensor* residual) const;
 
   std::int64_t in_features() const { return in_features_; }
   std::int64_t out_features() const { return out_features_; }

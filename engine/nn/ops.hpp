@@ -42,6 +42,11 @@ Tensor qkv_projection(cl::Context& ctx, const Tensor& x, const Tensor& w, const 
 // the tensor cores where the device's row says so (Tuning::tc_geglu), one launch: the gate applied in the product's
 // epilogue, the [T, 2F] projection never written; otherwise the product and the GEGLU launch.
 Tensor linear_geglu(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b);
+// from_tokens(linear(x, w, b), H, W, residual): x [H·W, K], w [N, K], b [N], residual [N, H, W] or null → [N, H, W].
+// With fp16 weights on the tensor cores where the device's row says so (Tuning::tc_map_epilogue), one launch: the
+// product stored transposed, the residual added, by its epilogue; otherwise the product and the transpose.
+Tensor linear_to_map(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, std::int64_t H,
+                     std::int64_t W, const Tensor* residual = nullptr);
 
 // A layer norm of the product's input: gamma and beta [K] fp32.
 struct InputLayerNorm {

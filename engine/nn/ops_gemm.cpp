@@ -111,7 +111,8 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       // A program of its own: compiled into every convolution, the norm's code slowed them all.
       (o.input_norm ? " -DGATHER_NORM=1" : "") + (o.a_half ? " -DA_HALF=1" : "") + (o.c_half ? " -DC_HALF=1" : "") +
       // TAESD's act(conv + skip): a program of its own (gemm_tc.cl's store_output_pair says why).
-      (o.act_after_residual ? " -DRESIDUAL_BEFORE_ACT=1" : "") + (o.geglu ? " -DGEGLU=1" : "");
+      (o.act_after_residual ? " -DRESIDUAL_BEFORE_ACT=1" : "") + (o.geglu ? " -DGEGLU=1" : "") +
+      (o.c_transposed ? " -DC_TRANSPOSED=1" : "");
   detail::TcConfig config = ctx.tuning().tensor_core_tiles(p.mode, p.M, p.N);
   const detail::TensorCoreFeatures features = detail::tensor_core_features(ctx, ptx);
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
@@ -150,9 +151,9 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
       kernel = summing;
       fused = true;
     }
-  // The reduce launch writes fp32 and knows no GEGLU: an fp16 or a gated output needs the kernel to finish its tiles
-  // itself.
-  if ((o.c_half || o.geglu) && splits > 1 && !fused) return false;
+  // The reduce launch writes fp32 rows and knows no GEGLU: an fp16, gated or transposed output needs the kernel to
+  // finish its tiles itself.
+  if ((o.c_half || o.geglu || o.c_transposed) && splits > 1 && !fused) return false;
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
@@ -204,6 +205,8 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
     fail("gemm",
          "a GEGLU epilogue takes a linear product of an even number of columns, without residual, activation "
          "or fp16 output");
+  if (o.c_transposed && (p.mode != GemmMode::Linear || o.c_half || o.geglu || o.act_after_residual))
+    fail("gemm", "a transposed output is a plain linear product's, in fp32");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
 }
@@ -265,6 +268,7 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
   if (o.a_half) fail("gemm", "fp16 activations are read by the tensor-core convolution only");
   if (o.c_half) fail("gemm", "fp16 outputs are written by the tensor-core kernel only (run_gemm_on_tensor_cores)");
   if (o.geglu) fail("gemm", "a GEGLU epilogue is the tensor-core kernel's only (run_gemm_on_tensor_cores)");
+  if (o.c_transposed) fail("gemm", "a transposed output is the tensor-core kernel's only (run_gemm_on_tensor_cores)");
   if (o.input_norm && p.mode != GemmMode::Conv)
     fail("gemm", "an input norm is applied in the k×k convolution gather only");
   std::string variant =
@@ -350,9 +354,14 @@ void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands
 
 namespace {
 
+// How linear_problem's output is laid out: [M, N]; [M, N / 2], value · gelu(gate) of each column pair (GEGLU in the
+// epilogue); or [N, M], the product transposed (tokens back to a channel-major map).
+enum class LinearOut { Rows, Gated, Map };
+
 // The checks and the problem of linear(); `out` is allocated here.
 GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor& x, const Tensor& w, const Tensor* b,
-                           const Tensor* residual, Tensor& out, DType out_dtype = DType::F32, bool gated = false) {
+                           const Tensor* residual, Tensor& out, DType out_dtype = DType::F32,
+                           LinearOut layout = LinearOut::Rows) {
   detail::require_activation(op, "x", x, 2);
   if (!w.defined() || w.rank() != 2 || w.dim(1) != x.dim(1))
     fail(op, "expected w [N, " + std::to_string(x.dim(1)) + "] for " + describe("x", x) + ", got " + describe("w", w));
@@ -362,8 +371,11 @@ GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor
   const std::vector<std::int64_t> out_shape{x.dim(0), w.dim(0)};
   check_residual(op, residual, out_shape);
 
-  // A gated product (GEGLU in the epilogue) writes half the columns: value · gelu(gate) of each pair.
-  out = empty(ctx, gated ? std::vector<std::int64_t>{x.dim(0), w.dim(0) / 2} : out_shape, out_dtype);
+  out = empty(ctx,
+              layout == LinearOut::Gated ? std::vector<std::int64_t>{x.dim(0), w.dim(0) / 2}
+              : layout == LinearOut::Map ? std::vector<std::int64_t>{w.dim(0), x.dim(0)}
+                                         : out_shape,
+              out_dtype);
   detail::require_int_indexable(op, out);
   GemmProblem p;
   p.mode = GemmMode::Linear;
@@ -372,7 +384,7 @@ GemmProblem linear_problem(cl::Context& ctx, const std::string& op, const Tensor
   p.K = static_cast<int>(x.dim(1));
   p.lda = p.K;
   p.ldb = p.K;
-  p.ldc = gated ? p.N / 2 : p.N;
+  p.ldc = layout == LinearOut::Gated ? p.N / 2 : layout == LinearOut::Map ? p.M : p.N;
   return p;
 }
 
@@ -407,7 +419,7 @@ Tensor linear_geglu(cl::Context& ctx, const Tensor& x, const Tensor& w, const Te
     fail(op, "w must have an even number of rows (value and gate halves), got " + describe("w", w));
   if (w.defined() && w.dtype == DType::F16 && ctx.tuning().tc_geglu() && !detail::portable_gemm(ctx, true)) {
     Tensor out;
-    const GemmProblem p = linear_problem(ctx, op, x, w, b, nullptr, out, DType::F32, true);
+    const GemmProblem p = linear_problem(ctx, op, x, w, b, nullptr, out, DType::F32, LinearOut::Gated);
     detail::GemmOperands o = operands(x, w, b, nullptr, out);
     o.geglu = true;
     if (detail::run_gemm_on_tensor_cores(ctx, p, o, Act::None)) return out;
@@ -415,6 +427,28 @@ Tensor linear_geglu(cl::Context& ctx, const Tensor& x, const Tensor& w, const Te
     // kernel): the product, then the GEGLU launch.
   }
   return geglu(ctx, linear(ctx, x, w, b));
+}
+
+Tensor linear_to_map(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, std::int64_t H,
+                     std::int64_t W, const Tensor* residual) {
+  const std::string op = "linear_to_map";
+  if (H <= 0 || W <= 0 || (x.defined() && x.rank() == 2 && H * W != x.dim(0)))
+    fail(op, describe("x", x) + " are not the tokens of a " + std::to_string(H) + "x" + std::to_string(W) + " map");
+  if (residual && w.defined() && w.rank() == 2) {
+    detail::require_activation(op, "residual", *residual, 3);
+    if (residual->shape != std::vector<std::int64_t>{w.dim(0), H, W})
+      fail(op, "expected residual " + shape_string({w.dim(0), H, W}) + ", got " + describe("residual", *residual));
+  }
+  if (w.defined() && w.dtype == DType::F16 && ctx.tuning().tc_map_epilogue() && !detail::portable_gemm(ctx, true)) {
+    Tensor out;
+    const GemmProblem p = linear_problem(ctx, op, x, w, b, nullptr, out, DType::F32, LinearOut::Map);
+    detail::GemmOperands o = operands(x, w, b, residual, out);
+    o.c_transposed = true;
+    if (detail::run_gemm_on_tensor_cores(ctx, p, o, Act::None)) return std::move(out).reshaped({p.N, H, W});
+    // The tensor-core kernel did not take it (its PTX refused, too few work-items, split K without the summing
+    // kernel): the product, then the transpose.
+  }
+  return from_tokens(ctx, linear(ctx, x, w, b), H, W, residual);
 }
 
 Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b, Act act,

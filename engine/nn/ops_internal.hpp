@@ -97,6 +97,9 @@ struct GemmOperands {
   // GemmMode::Linear on gemm_tc.cl only: C [M, N / 2] receives value · gelu(gate) of the product's two halves (columns
   // f and N / 2 + f: the feed-forward's GEGLU), computed in the epilogue (gemm_tc.cl's GEGLU).
   bool geglu = false;
+  // GemmMode::Linear on gemm_tc.cl only: C [N, M] receives the product transposed (C[n, m] at c_off + n·ldc + m), the
+  // residual in the same layout: tokens back to a channel-major map in the epilogue (gemm_tc.cl's C_TRANSPOSED).
+  bool c_transposed = false;
 };
 // A kernel that sums other work-groups' results itself (split K in gemm.cl / gemm_tc.cl, a group norm's merge in
 // norm.cl), built with `options` by `build` (null where the build cannot run its work-group). Its L2 loads and

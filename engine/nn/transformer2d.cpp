@@ -49,8 +49,7 @@ Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const T
   }
   for (const auto& block : transformer_blocks_) h = block(ctx, h, context);  // [H·W, inner]
   if (shape_.use_linear_projection) {
-    Tensor projected = proj_out_linear_(ctx, h);     // [H·W, C]
-    return from_tokens(ctx, projected, H, W, &x);    // [C, H, W] + residual
+    return proj_out_linear_.to_map(ctx, h, H, W, &x);  // [C, H, W] + residual
   }
   return proj_out_conv_(ctx, from_tokens(ctx, h, H, W), &x);  // [C, H, W] + residual
 }

@@ -378,6 +378,9 @@ TuningOverrides overrides_from_environment() {
   o.tc_geglu = flag_from_env("SDT_TC_GEGLU",
                              "0 runs the feed-forward's GEGLU as a launch after its product, 1 in the tensor-core "
                              "product's epilogue");
+  o.tc_map = flag_from_env("SDT_TC_MAP",
+                           "0 transposes a transformer's output tokens back to a map in a launch of their own, 1 in "
+                           "the tensor-core product's epilogue");
   if (const char* env = std::getenv("SDT_NARROW_CONV"); env && *env) {
     if (std::strcmp(env, "0") == 0)
       o.narrow_conv_off = true;
@@ -445,6 +448,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
+  effective_.tc_map = pick(explicit_.tc_map, environment_.tc_map);
   effective_.attention_fill = pick(explicit_.attention_fill, environment_.attention_fill);
   effective_.attention_splits = pick(explicit_.attention_splits, environment_.attention_splits);
   effective_.record_text_encoder = pick(explicit_.record_text_encoder, environment_.record_text_encoder);

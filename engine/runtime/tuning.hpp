@@ -218,6 +218,9 @@ struct TensorCoreRow {
   // each work-item holds neighbouring columns of the product, so the weight rows are read value and gate in turn
   // and the projection's [T, 2F] is never written; one launch fewer a feed-forward.
   bool geglu_epilogue = false;
+  // A transformer's proj_out (tokens back to a channel-major map, + the block's input) stored transposed by
+  // gemm_tc.cl's epilogue (C_TRANSPOSED) instead of a transpose launch after the product.
+  bool map_epilogue = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
   // and each split keeps at least attention_split_keys keys (0: never split).
@@ -342,6 +345,7 @@ struct TuningOverrides {
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
   std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
+  std::optional<bool> tc_map = {};                      // TensorCoreRow::map_epilogue
   std::optional<int> attention_fill = {};               // TensorCoreRow::attention_fill
   std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
@@ -480,6 +484,7 @@ class Tuning {
   // row's half_attention_operands.
   bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }
   bool tc_geglu() const { return effective_.tc_geglu.value_or(row_->tensor_cores.geglu_epilogue); }
+  bool tc_map_epilogue() const { return effective_.tc_map.value_or(row_->tensor_cores.map_epilogue); }
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

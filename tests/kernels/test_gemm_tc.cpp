@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
@@ -205,6 +206,53 @@ void check_geglu(const char* name, int M, int K, int F, std::uint32_t seed, bool
                          std::to_string(N) + (fused ? " (epilogue)" : " (two launches)"));
 }
 
+// linear_to_map(x, w, b, H, W, residual) = the product's tokens back to a map [N, H, W] plus the residual, against
+// the reference: the product of the fp16-rounded x (x_half; gemm.cl multiplies x as it is), transposed, + residual.
+// `fused` says which way it must have run: one gemm_tc launch storing C transposed, or the product and the transpose.
+void check_to_map(const char* name, int H, int W, int K, int N, std::uint32_t seed, bool fused, bool x_half = true) {
+  auto& ctx = test::kernel_context();
+  const int M = H * W;
+  const float wb = 1.0f / std::sqrt(static_cast<float>(K));
+  const auto x_host = uniform(static_cast<std::size_t>(M) * K, seed, 1.0f);
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(N) * K, seed + 1, wb), {N, K}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(N, seed + 2, wb), {N}, DType::F16);
+  const auto r_host = uniform(static_cast<std::size_t>(N) * M, seed + 3, 1.0f);
+  const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
+  const nn::Tensor r = nn::upload(ctx, r_host, {N, H, W});
+
+  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * N * 4);
+  ctx.set_recording(true, true);
+  (void)ctx.collect_timings();
+  const nn::Tensor y = nn::linear_to_map(ctx, x, w.tensor, &b.tensor, H, W, &r);
+  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+  ctx.set_recording(false);
+  if (fused) {
+    EXPECT_EQ(y.buffer.get(), poisoned) << name << ": the output did not reuse the poisoned buffer";
+  }
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{N, H, W})) << name;
+  std::vector<std::string> kernels;
+  for (const auto& l : launches) kernels.push_back(l.kernel);
+  if (fused) {
+    EXPECT_EQ(kernels, std::vector<std::string>{"gemm_tc"}) << name << ": the product did not store the map itself";
+  } else {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "transpose"), kernels.end()) << name << ": no transpose";
+  }
+  EXPECT_FALSE(ctx.tuning().ptx_rejected()) << "the tensor-core program did not build: the log above says why";
+
+  const LinearCase c{name, M, K, N};
+  const auto product = linear_reference(c, x_half ? ref::round_to_half(x_host) : x_host, w.values, b.values,
+                                        std::vector<float>(static_cast<std::size_t>(M) * N));  // (no residual)
+  std::vector<float> expected(static_cast<std::size_t>(N) * M);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      const std::size_t at = static_cast<std::size_t>(n) * M + m;
+      expected[at] = product[static_cast<std::size_t>(m) * N + n] + r_host[at];
+    }
+  test::expect_close(ctx, y, expected, kRtol,
+                     std::string("linear_to_map ") + name + " " + std::to_string(M) + "x" + std::to_string(K) + "->" +
+                         std::to_string(N) + (fused ? " (transposed store)" : " (two launches)"));
+}
+
 ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
   ref::ConvShape s;
   s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
@@ -354,6 +402,19 @@ TEST(TensorCores, GegluEpilogueMatchesTheReferenceAtSdTurboShapes) {
   check_geglu("unet-32x32", 1024, 640, 2560, 561, true);
   check_geglu("unet-16x16", 256, 1280, 5120, 562, true);
   check_geglu("odd", 77, 130, 37, 563, true);
+}
+
+TEST(TensorCores, MapEpilogueMatchesTheReferenceAtSdTurboShapes) {
+  // The UNet's transformer proj_out at 64×64, 32×32, 16×16 and 8×8 latents (512² images), as the row's tiles and K
+  // slices run them (the smaller ones split K, summed in the kernel).
+  REQUIRE_TENSOR_CORES();
+  PathScope ptx(TensorCores::Ptx);
+  const test::TuningScope on(test::kernel_context(), [](cl::TuningOverrides& o) { o.tc_map = true; });
+  check_to_map("unet-64x64", 64, 64, 320, 320, 570, true);
+  check_to_map("unet-32x32", 32, 32, 640, 640, 571, true);
+  check_to_map("unet-16x16", 16, 16, 1280, 1280, 572, true);
+  check_to_map("unet-8x8", 8, 8, 1280, 1280, 573, true);
+  check_to_map("odd", 5, 7, 130, 37, 574, true);
 }
 
 TEST(TensorCores, LayerNormInTheGatherMatchesTheReferenceAtTextEncoderShapes) {
@@ -624,6 +685,64 @@ TEST(TensorCoreTiles, EmulatedGegluEpilogueMatchesTheReference) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("w"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("even"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TensorCoreTiles, EmulatedMapEpilogueMatchesTheReference) {
+  // The product stored transposed with the residual (C_TRANSPOSED): odd maps and channel counts (tiles past both
+  // edges), both linear tiles, split K summed in the kernel (the reduce launch writes rows: there the product and
+  // the transpose run instead), and the rule off, or the portable path: two launches.
+  auto& ctx = test::kernel_context();
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_to_map("aligned", 8, 8, 96, 136, 680, true);
+    check_to_map("odd", 5, 7, 127, 37, 681, true);
+    check_to_map("one-channel", 3, 3, 20, 1, 682, true);
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, true};
+      });
+      check_to_map("split-summed-in-kernel", 7, 11, 300, 65, 683, true);
+    }
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, false};
+      });
+      check_to_map("split-reduce-launch", 7, 11, 300, 65, 684, false);
+    }
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kBig);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_to_map("8-warps", 10, 13, 96, 130, 685, true);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope off(ctx, [](cl::TuningOverrides& o) { o.tc_map = false; });
+    check_to_map("rule-off", 8, 8, 96, 136, 686, false);
+  }
+  {
+    PathScope portable(TensorCores::Off);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_to_map("portable", 8, 8, 96, 136, 687, false, false);
+  }
+  // Tokens that are not the map's, or a residual of another shape, are refused, naming them.
+  PathScope emulated(TensorCores::Emulated, kSmall);
+  const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+  const nn::Tensor x = nn::upload(ctx, uniform(12 * 8, 688, 1.0f), {12, 8});
+  const auto w = test::make_weight(ctx, uniform(5 * 8, 689, 0.3f), {5, 8}, DType::F16);
+  const nn::Tensor wrong = nn::upload(ctx, uniform(5 * 12, 690, 1.0f), {5, 4, 3});
+  for (const auto& [h, w_, residual, word] :
+       {std::tuple{3, 5, (const nn::Tensor*)nullptr, "tokens"}, std::tuple{3, 4, &wrong, "residual"}}) {
+    try {
+      (void)nn::linear_to_map(ctx, x, w.tensor, nullptr, h, w_, residual);
+      ADD_FAILURE() << "accepted: " << word;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
   }
 }
 

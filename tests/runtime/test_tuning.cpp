@@ -643,6 +643,12 @@ TEST(Tuning, TheGegluGateIsInTheTensorCoreEpilogueWhereTheRowSaysSo) {
                  "SDT_TC_GEGLU", true);
 }
 
+TEST(Tuning, ATransformersOutputMapIsStoredByTheTensorCoreEpilogueWhereTheRowSaysSo) {
+  // TensorCoreRow::map_epilogue: off in every row until measured.
+  check_row_flag(false, &cl::TensorCoreRow::map_epilogue, &cl::TuningOverrides::tc_map, &Tuning::tc_map_epilogue,
+                 "SDT_TC_MAP");
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
