@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -159,6 +160,30 @@ void check_linear_ln(const LinearCase& c, std::uint32_t seed, float offset) {
                          std::to_string(c.K) + "->" + std::to_string(c.N));
 }
 
+// Runs `op` (an op whose epilogue may take the work of a launch after its product) with its launches recorded, and
+// checks how it ran: `fused`, one gemm_tc launch writing the poisoned output buffer; otherwise a `separate` launch
+// among them (the product and the launch after it).
+nn::Tensor run_epilogue_op(const char* name, std::size_t out_bytes, bool fused, const char* separate,
+                           const std::function<nn::Tensor()>& op) {
+  auto& ctx = test::kernel_context();
+  const cl_mem poisoned = test::poison_next_output(ctx, out_bytes);
+  ctx.set_recording(true, true);
+  (void)ctx.collect_timings();
+  nn::Tensor y = op();
+  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+  ctx.set_recording(false);
+  std::vector<std::string> kernels;
+  for (const auto& l : launches) kernels.push_back(l.kernel);
+  if (fused) {
+    EXPECT_EQ(y.buffer.get(), poisoned) << name << ": the output did not reuse the poisoned buffer";
+    EXPECT_EQ(kernels, std::vector<std::string>{"gemm_tc"}) << name << ": the epilogue did not take the " << separate;
+  } else {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), separate), kernels.end()) << name << ": no " << separate;
+  }
+  EXPECT_FALSE(ctx.tuning().ptx_rejected()) << "the tensor-core program did not build: the log above says why";
+  return y;
+}
+
 // linear_geglu(x, w, b) = value · gelu(gate) of the product's halves, against the reference: the product of the
 // fp16-rounded x, then the gate in double. `fused` says which way it must have run: one gemm_tc launch with the gate
 // in its epilogue (and, split, nothing but the summing program), or the product and the geglu launch. x_half: the
@@ -172,24 +197,9 @@ void check_geglu(const char* name, int M, int K, int F, std::uint32_t seed, bool
   const auto b = test::make_weight(ctx, uniform(N, seed + 2, wb), {N}, DType::F16);
   const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
 
-  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * F * 4);
-  ctx.set_recording(true, true);
-  (void)ctx.collect_timings();
-  const nn::Tensor y = nn::linear_geglu(ctx, x, w.tensor, &b.tensor);
-  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-  ctx.set_recording(false);
-  if (fused) {
-    EXPECT_EQ(y.buffer.get(), poisoned) << name << ": the output did not reuse the poisoned buffer";
-  }
+  const nn::Tensor y = run_epilogue_op(name, static_cast<std::size_t>(M) * F * 4, fused, "geglu",
+                                       [&] { return nn::linear_geglu(ctx, x, w.tensor, &b.tensor); });
   ASSERT_EQ(y.shape, (std::vector<std::int64_t>{M, F})) << name;
-  std::vector<std::string> kernels;
-  for (const auto& l : launches) kernels.push_back(l.kernel);
-  if (fused) {
-    EXPECT_EQ(kernels, std::vector<std::string>{"gemm_tc"}) << name << ": the gate was not in the product's epilogue";
-  } else {
-    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "geglu"), kernels.end()) << name << ": no geglu launch";
-  }
-  EXPECT_FALSE(ctx.tuning().ptx_rejected()) << "the tensor-core program did not build: the log above says why";
 
   const LinearCase c{name, M, K, N};
   const auto product = linear_reference(c, x_half ? ref::round_to_half(x_host) : x_host, w.values, b.values,
@@ -220,24 +230,9 @@ void check_to_map(const char* name, int H, int W, int K, int N, std::uint32_t se
   const nn::Tensor x = nn::upload(ctx, x_host, {M, K});
   const nn::Tensor r = nn::upload(ctx, r_host, {N, H, W});
 
-  const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(M) * N * 4);
-  ctx.set_recording(true, true);
-  (void)ctx.collect_timings();
-  const nn::Tensor y = nn::linear_to_map(ctx, x, w.tensor, &b.tensor, H, W, &r);
-  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-  ctx.set_recording(false);
-  if (fused) {
-    EXPECT_EQ(y.buffer.get(), poisoned) << name << ": the output did not reuse the poisoned buffer";
-  }
+  const nn::Tensor y = run_epilogue_op(name, static_cast<std::size_t>(M) * N * 4, fused, "transpose",
+                                       [&] { return nn::linear_to_map(ctx, x, w.tensor, &b.tensor, H, W, &r); });
   ASSERT_EQ(y.shape, (std::vector<std::int64_t>{N, H, W})) << name;
-  std::vector<std::string> kernels;
-  for (const auto& l : launches) kernels.push_back(l.kernel);
-  if (fused) {
-    EXPECT_EQ(kernels, std::vector<std::string>{"gemm_tc"}) << name << ": the product did not store the map itself";
-  } else {
-    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "transpose"), kernels.end()) << name << ": no transpose";
-  }
-  EXPECT_FALSE(ctx.tuning().ptx_rejected()) << "the tensor-core program did not build: the log above says why";
 
   const LinearCase c{name, M, K, N};
   const auto product = linear_reference(c, x_half ? ref::round_to_half(x_host) : x_host, w.values, b.values,
