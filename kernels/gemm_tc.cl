@@ -48,7 +48,9 @@
 // convolutions that have a norm to apply (where TensorCoreRow::gather_norm allows it): compiled into every
 // convolution with a run-time norm_mode, it made them all slower on the H200 with norm_mode 0 (UNet 14.3 -> 16.6
 // ms, VAE 24.6 -> 29.3; 2026-12-05 call 2). Where it runs, the per-element norm in the gather costs more than the
-// launch it saves (the row's gather_norm: off).
+// launch it saves (the row's gather_norm: off). Mode 1 (a 1×1 convolution, or a map read as tokens: nn::
+// linear_from_map) applies it too, read straight from norm[] (no table: one channel a k, no padding); there each
+// value is read once per tile of output channels, not once per tap.
 
 #ifndef TC_TM
 #define TC_TM 128
@@ -80,11 +82,11 @@
 #ifndef FUSED_SPLITK  // 1: with split K, the last slice of each tile to finish adds the slices up (no reduce launch)
 #define FUSED_SPLITK 0
 #endif
-#ifndef GATHER_NORM  // 1 (mode 2): the gather applies norm_mode's group norm (+SiLU)
+#ifndef GATHER_NORM  // 1 (modes 1, 2): the gather applies norm_mode's group norm (+SiLU)
 #define GATHER_NORM 0
 #endif
-#if GATHER_NORM && A_MODE != 2
-#error "the group norm is applied in the k×k convolution's gather only"
+#if GATHER_NORM && A_MODE == 0
+#error "the group norm is applied in the convolutions' gathers only"
 #endif
 #ifndef A_HALF  // 1 (modes 1, 2): A holds fp16 values (raw 16-bit patterns), gathered into the tile as they are
 #define A_HALF 0
@@ -107,11 +109,14 @@
 #if GEGLU && (A_MODE != 0 || C_HALF || RESIDUAL_BEFORE_ACT)
 #error "GEGLU is a plain linear product's epilogue (fp32 output, no residual before the activation)"
 #endif
-#ifndef C_TRANSPOSED  // 1 (mode 0 only): C receives the product transposed, C[n, m] at c_off + n * ldc + m (tokens
-#define C_TRANSPOSED 0  // back to a channel-major map, its residual in the same layout)
+// 1 (modes 0, 1): C receives the product transposed: mode 0 C[n, m] at c_off + n * ldc + m (tokens back to a
+// channel-major map, its residual in the same layout), mode 1 C[m, n] at c_off + m * ldc + n (a map read
+// channel-major, its product written as tokens).
+#ifndef C_TRANSPOSED
+#define C_TRANSPOSED 0
 #endif
-#if C_TRANSPOSED && (A_MODE != 0 || C_HALF || GEGLU || RESIDUAL_BEFORE_ACT)
-#error "C_TRANSPOSED is a plain linear product's fp32 epilogue"
+#if C_TRANSPOSED && (A_MODE == 2 || C_HALF || GEGLU || RESIDUAL_BEFORE_ACT)
+#error "C_TRANSPOSED is a plain fp32 epilogue of a linear product or a 1x1 convolution"
 #endif
 #if C_HALF && A_MODE != 0
 #error "fp16 outputs are written by the linear products only (a self-attention's q/k/v for attention_tc.cl)"
@@ -206,19 +211,23 @@ inline void store_output_pair(float2 v, int m, int n, int M, int N, __global con
   return;
 #endif
 #if C_TRANSPOSED
-  // The pair (m, n), (m, n + 1) lands in two rows of C [N, M]; the 8 lanes of a warp that share t write 8 consecutive
-  // m of a row: whole 32-byte sectors.
+  // Mode 0's pair (m, n), (m, n + 1) lands in two rows of C [N, M], mode 1's (m, n), (m + 1, n) in two rows of
+  // C [M, N]; the 8 lanes of a warp that share t write 8 consecutive elements of a row: whole 32-byte sectors.
   {
-    const bool second_n = n + 1 < N;
+    const bool second_t = A_MODE == 0 ? n + 1 < N : m + 1 < M;
     if (bias) {
+#if A_MODE == 0
       v.x += LOAD_BIAS(bias, n);
-      if (second_n) v.y += LOAD_BIAS(bias, n + 1);
+      if (second_t) v.y += LOAD_BIAS(bias, n + 1);
+#else
+      v += LOAD_BIAS(bias, n);
+#endif
     }
-    const int at = c_off + n * ldc + m;
+    const int at = c_off + (A_MODE == 0 ? n * ldc + m : m * ldc + n);
     v.x = apply_act(v.x, act);
     if (residual) v.x += residual[at];
     C[at] = v.x;
-    if (!second_n) return;
+    if (!second_t) return;
     v.y = apply_act(v.y, act);
     if (residual) v.y += residual[at + ldc];
     C[at + ldc] = v.y;
@@ -645,6 +654,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #if A_MODE == 1
         if (m_ok && k < k_stop) v[0] = A[k * M + m_p];
         if (m_ok && k + 1 < k_stop) v[1] = A[(k + 1) * M + m_p];
+#if GATHER_NORM
+        // A 1×1 convolution has no padding: every value read is normalised with its channel's (scale, shift).
+        for (int e = 0; e < 2; ++e)
+          if (norm_mode && m_ok && k + e < k_stop) {
+            const float y = fma(v[e], norm[2 * (k + e)], norm[2 * (k + e) + 1]);
+            v[e] = norm_mode == 2 ? y * native_recip(1.0f + native_exp(-y)) : y;
+          }
+#endif
 #else
         // A(m_p, k) and A(m_p, k + 1) of the implicit im2col matrix, zero outside the map and beyond k_stop.
 #if KTAB_PAIRS

@@ -33,6 +33,10 @@ Tensor Linear::to_map(cl::Context& ctx, const Tensor& x, std::int64_t H, std::in
   return linear_to_map(ctx, x, weight_, bias(), H, W, residual);
 }
 
+Tensor Linear::from_map(cl::Context& ctx, const Tensor& x, const Tensor* affine) const {
+  return linear_from_map(ctx, x, affine, weight_, bias());
+}
+
 Tensor Linear::operator()(cl::Context& ctx, const Tensor& x, const LayerNorm& norm, Act act,
                           const Tensor* residual) const {
   return linear(ctx, x, norm.input(), weight_, bias(), act, residual);

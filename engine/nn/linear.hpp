@@ -31,6 +31,9 @@ class Linear {
   // x: [H·W, in] → [out, H, W] + residual (a map [out, H, W] or null): the tokens back to a map
   // (nn::linear_to_map).
   Tensor to_map(cl::Context& ctx, const Tensor& x, std::int64_t H, std::int64_t W, const Tensor* residual) const;
+  // x: [in, H, W] (each channel first mapped by affine [in, 2] where given) → [H·W, out]: a map's tokens through the
+  // layer (nn::linear_from_map).
+  Tensor from_map(cl::Context& ctx, const Tensor& x, const Tensor* affine) const;
 
   std::int64_t in_features() const { return in_features_; }
   std::int64_t out_features() const { return out_features_; }

@@ -47,6 +47,11 @@ Tensor linear_geglu(cl::Context& ctx, const Tensor& x, const Tensor& w, const Te
 // product stored transposed, the residual added, by its epilogue; otherwise the product and the transpose.
 Tensor linear_to_map(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, std::int64_t H,
                      std::int64_t W, const Tensor* residual = nullptr);
+// linear(to_tokens(x, affine), w, b): x [C, H, W], affine [C, 2] or null, w [N, C], b [N] → [H·W, N]. Where
+// Tuning::tc_map_epilogue says so (fp16 weights on the tensor cores), one launch: x read channel-major as a 1×1
+// convolution reads it, the affine applied in its gather, the product stored as tokens; otherwise the transpose and
+// the product.
+Tensor linear_from_map(cl::Context& ctx, const Tensor& x, const Tensor* affine, const Tensor& w, const Tensor* b);
 
 // A layer norm of the product's input: gamma and beta [K] fp32.
 struct InputLayerNorm {

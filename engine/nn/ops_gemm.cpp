@@ -194,7 +194,8 @@ bool detail::portable_gemm(const cl::Context& ctx, bool b_half) {
 
 bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
   if (p.batch != 1) return false;
-  if (o.input_norm && p.mode != GemmMode::Conv) return false;  // (conv2d asks the row whether to gather it here)
+  // (conv2d asks the row whether to gather a convolution's norm here; linear_from_map gathers a 1×1 one)
+  if (o.input_norm && p.mode == GemmMode::Linear) return false;
   if (o.ln_gamma && p.mode != GemmMode::Linear) fail("gemm", "a layer norm is applied in the linear gather only");
   if (o.a_half && (p.mode == GemmMode::Linear || o.input_norm))
     fail("gemm", "fp16 activations are read by the convolutions' gather only, and never normalised there");
@@ -205,8 +206,8 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
     fail("gemm",
          "a GEGLU epilogue takes a linear product of an even number of columns, without residual, activation "
          "or fp16 output");
-  if (o.c_transposed && (p.mode != GemmMode::Linear || o.c_half || o.geglu || o.act_after_residual))
-    fail("gemm", "a transposed output is a plain linear product's, in fp32");
+  if (o.c_transposed && (p.mode == GemmMode::Conv || o.c_half || o.geglu || o.act_after_residual))
+    fail("gemm", "a transposed output is a plain linear product's or 1x1 convolution's, in fp32");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
 }
@@ -449,6 +450,42 @@ Tensor linear_to_map(cl::Context& ctx, const Tensor& x, const Tensor& w, const T
     // kernel): the product, then the transpose.
   }
   return from_tokens(ctx, linear(ctx, x, w, b), H, W, residual);
+}
+
+Tensor linear_from_map(cl::Context& ctx, const Tensor& x, const Tensor* affine, const Tensor& w, const Tensor* b) {
+  const std::string op = "linear_from_map";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
+  if (affine) {
+    detail::require_activation(op, "affine", *affine, 2);
+    if (affine->dim(0) != C || affine->dim(1) != 2)
+      fail(op, "expected affine [" + std::to_string(C) + ", 2] for " + describe("x", x) + ", got " +
+                   describe("affine", *affine));
+  }
+  if (!w.defined() || w.rank() != 2 || w.dim(1) != C)
+    fail(op, "expected w [N, " + std::to_string(C) + "] for " + describe("x", x) + ", got " + describe("w", w));
+  detail::require_weight(op, "w", w, {w.dim(0), C});
+  if (b) detail::require_weight(op, "b", *b, {w.dim(0)});
+  if (w.dtype == DType::F16 && ctx.tuning().tc_map_epilogue() && !detail::portable_gemm(ctx, true)) {
+    Tensor out = empty(ctx, {S, w.dim(0)});
+    detail::require_int_indexable(op, out);
+    detail::require_int_indexable(op, x);
+    GemmProblem p;
+    p.mode = GemmMode::Conv1x1;  // x [C, H·W] read as it is: A(m, k) = x[k, m]
+    p.M = static_cast<int>(S);
+    p.N = static_cast<int>(w.dim(0));
+    p.K = static_cast<int>(C);
+    p.lda = p.M;
+    p.ldb = p.K;
+    p.ldc = p.N;  // stored transposed: tokens [H·W, N]
+    detail::GemmOperands o = operands(x, w, b, nullptr, out);
+    o.c_transposed = true;
+    o.input_norm = affine ? affine->buffer.get() : nullptr;
+    if (detail::run_gemm_on_tensor_cores(ctx, p, o, Act::None)) return out;
+    // The tensor-core kernel did not take it (its PTX refused, too few work-items, split K without the summing
+    // kernel): the transpose, then the product.
+  }
+  return linear(ctx, to_tokens(ctx, x, affine), w, b);
 }
 
 Tensor linear(cl::Context& ctx, const Tensor& x, const InputLayerNorm& norm, const Tensor& w, const Tensor* b, Act act,

@@ -42,8 +42,7 @@ Tensor Transformer2DModel::operator()(cl::Context& ctx, const Tensor& x, const T
   if (shape_.use_linear_projection) {
     // The group norm applied on the way to tokens, the residual on the way back: one pass each way.
     const Tensor affine = norm_.affine(ctx, x);     // [C, 2]
-    Tensor tokens = to_tokens(ctx, x, &affine);     // [H·W, C], normalised
-    h = proj_in_linear_(ctx, tokens);               // [H·W, inner]
+    h = proj_in_linear_.from_map(ctx, x, &affine);  // [H·W, inner] of the normalised map's tokens
   } else {
     h = to_tokens(ctx, proj_in_conv_(ctx, norm_(ctx, x)));  // [H·W, inner]
   }

@@ -218,8 +218,9 @@ struct TensorCoreRow {
   // each work-item holds neighbouring columns of the product, so the weight rows are read value and gate in turn
   // and the projection's [T, 2F] is never written; one launch fewer a feed-forward.
   bool geglu_epilogue = false;
-  // A transformer's proj_out (tokens back to a channel-major map, + the block's input) stored transposed by
-  // gemm_tc.cl's epilogue (C_TRANSPOSED) instead of a transpose launch after the product.
+  // A transformer's way into tokens and back in its products, not in transpose launches: proj_in reads the map
+  // channel-major (a 1×1 convolution's gather, the group norm applied there) and stores tokens, proj_out stores the
+  // channel-major map with the block's input added (gemm_tc.cl's C_TRANSPOSED).
   bool map_epilogue = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit

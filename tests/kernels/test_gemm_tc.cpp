@@ -248,6 +248,43 @@ void check_to_map(const char* name, int H, int W, int K, int N, std::uint32_t se
                          std::to_string(N) + (fused ? " (transposed store)" : " (two launches)"));
 }
 
+// linear_from_map(x, affine, w, b) = the product of the map's (normalised) tokens, against the reference: each
+// channel mapped by its (scale, shift), rounded to fp16 (x_half; gemm.cl multiplies the values as they are), then the
+// product. `fused`: one gemm_tc launch reading the map as a 1×1 convolution and storing tokens; otherwise a transpose
+// and the product.
+void check_from_map(const char* name, int C, int H, int W, int N, std::uint32_t seed, bool fused, bool norm = true,
+                    bool x_half = true) {
+  auto& ctx = test::kernel_context();
+  const int M = H * W;
+  const float wb = 1.0f / std::sqrt(static_cast<float>(C));
+  const auto x_host = test::random_floats(static_cast<std::size_t>(C) * M, seed, -3.0f, 5.0f);
+  std::vector<float> affine_host(static_cast<std::size_t>(C) * 2);
+  const auto scales = test::random_floats(C, seed + 4, 0.2f, 1.5f), shifts = uniform(C, seed + 5, 2.0f);
+  for (int c = 0; c < C; ++c) affine_host[2 * c] = scales[c], affine_host[2 * c + 1] = shifts[c];
+  const auto w = test::make_weight(ctx, uniform(static_cast<std::size_t>(N) * C, seed + 1, wb), {N, C}, DType::F16);
+  const auto b = test::make_weight(ctx, uniform(N, seed + 2, wb), {N}, DType::F16);
+  const nn::Tensor x = nn::upload(ctx, x_host, {C, H, W});
+  const nn::Tensor affine = nn::upload(ctx, affine_host, {C, 2});
+
+  const nn::Tensor y = run_epilogue_op(name, static_cast<std::size_t>(M) * N * 4, fused, "transpose", [&] {
+    return nn::linear_from_map(ctx, x, norm ? &affine : nullptr, w.tensor, &b.tensor);
+  });
+  ASSERT_EQ(y.shape, (std::vector<std::int64_t>{M, N})) << name;
+
+  std::vector<float> tokens(static_cast<std::size_t>(M) * C);
+  for (int c = 0; c < C; ++c)
+    for (int m = 0; m < M; ++m) {
+      const float v = x_host[static_cast<std::size_t>(c) * M + m];
+      tokens[static_cast<std::size_t>(m) * C + c] = norm ? std::fma(v, scales[c], shifts[c]) : v;
+    }
+  const LinearCase lc{name, M, C, N};
+  const auto expected = linear_reference(lc, x_half ? ref::round_to_half(tokens) : tokens, w.values, b.values,
+                                         std::vector<float>(static_cast<std::size_t>(M) * N));  // (no residual)
+  test::expect_close(ctx, y, expected, kRtol,
+                     std::string("linear_from_map ") + name + " " + std::to_string(C) + "x" + std::to_string(M) + "->" +
+                         std::to_string(N) + (fused ? " (one launch)" : " (two launches)"));
+}
+
 ref::ConvShape conv(int C, int H, int W, int O, int k, int stride, int pad, bool upsample = false) {
   ref::ConvShape s;
   s.C = C, s.H = H, s.W = W, s.O = O, s.k = k, s.stride = stride;
@@ -410,6 +447,12 @@ TEST(TensorCores, MapEpilogueMatchesTheReferenceAtSdTurboShapes) {
   check_to_map("unet-16x16", 16, 16, 1280, 1280, 572, true);
   check_to_map("unet-8x8", 8, 8, 1280, 1280, 573, true);
   check_to_map("odd", 5, 7, 130, 37, 574, true);
+  // and proj_in, the map's normalised tokens through the product
+  check_from_map("unet-64x64", 320, 64, 64, 320, 575, true);
+  check_from_map("unet-32x32", 640, 32, 32, 640, 576, true);
+  check_from_map("unet-16x16", 1280, 16, 16, 1280, 577, true);
+  check_from_map("unet-8x8", 1280, 8, 8, 1280, 578, true);
+  check_from_map("odd", 37, 5, 7, 130, 579, true);
 }
 
 TEST(TensorCores, LayerNormInTheGatherMatchesTheReferenceAtTextEncoderShapes) {
@@ -734,6 +777,67 @@ TEST(TensorCoreTiles, EmulatedMapEpilogueMatchesTheReference) {
        {std::tuple{3, 5, (const nn::Tensor*)nullptr, "tokens"}, std::tuple{3, 4, &wrong, "residual"}}) {
     try {
       (void)nn::linear_to_map(ctx, x, w.tensor, nullptr, h, w_, residual);
+      ADD_FAILURE() << "accepted: " << word;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TensorCoreTiles, EmulatedMapGatherMatchesTheReference) {
+  // A map's tokens through a product in one launch: the map read channel-major (a 1×1 convolution's gather) with
+  // each channel's affine applied there (GATHER_NORM in mode 1), the product stored as tokens (C_TRANSPOSED in mode
+  // 1). Odd channel counts and maps, no affine, both tiles, split K summed in the kernel; the reduce launch, the rule
+  // off and the portable path: the transpose and the product.
+  auto& ctx = test::kernel_context();
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_from_map("aligned", 96, 8, 8, 136, 700, true);
+    check_from_map("odd", 37, 5, 7, 65, 701, true);
+    check_from_map("no-affine", 37, 5, 7, 65, 702, true, false);
+    check_from_map("one-output", 20, 3, 3, 1, 703, true);
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, true};
+      });
+      check_from_map("split-summed-in-kernel", 300, 7, 11, 65, 704, true);
+    }
+    {
+      const test::TuningScope split(ctx, [](cl::TuningOverrides& o) {
+        o.gemm_splits = 3;
+        o.tensor_core_features = nn::detail::TensorCoreFeatures{0, false};
+      });
+      check_from_map("split-reduce-launch", 300, 7, 11, 65, 705, false);
+    }
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kBig);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_from_map("8-warps", 96, 10, 13, 130, 706, true);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    const test::TuningScope off(ctx, [](cl::TuningOverrides& o) { o.tc_map = false; });
+    check_from_map("rule-off", 96, 8, 8, 136, 707, false);
+  }
+  {
+    PathScope portable(TensorCores::Off);
+    const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+    check_from_map("portable", 96, 8, 8, 136, 708, false, true, false);
+  }
+  // An affine or a weight that does not fit the map's channels is refused, naming it.
+  PathScope emulated(TensorCores::Emulated, kSmall);
+  const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_map = true; });
+  const nn::Tensor x = nn::upload(ctx, uniform(8 * 12, 709, 1.0f), {8, 3, 4});
+  const auto w = test::make_weight(ctx, uniform(5 * 8, 710, 0.3f), {5, 8}, DType::F16);
+  const auto w7 = test::make_weight(ctx, uniform(5 * 7, 711, 0.3f), {5, 7}, DType::F16);
+  const nn::Tensor affine7 = nn::upload(ctx, uniform(7 * 2, 712, 1.0f), {7, 2});
+  for (const auto& [affine, weight, word] :
+       {std::tuple{&affine7, &w.tensor, "affine"}, std::tuple{(const nn::Tensor*)nullptr, &w7.tensor, "w"}}) {
+    try {
+      (void)nn::linear_from_map(ctx, x, affine, *weight, nullptr);
       ADD_FAILURE() << "accepted: " << word;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
