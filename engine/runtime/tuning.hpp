@@ -220,7 +220,9 @@ struct TensorCoreRow {
   bool geglu_epilogue = false;
   // A transformer's way into tokens and back in its products, not in transpose launches: proj_in reads the map
   // channel-major (a 1×1 convolution's gather, the group norm applied there) and stores tokens, proj_out stores the
-  // channel-major map with the block's input added (gemm_tc.cl's C_TRANSPOSED).
+  // channel-major map with the block's input added (gemm_tc.cl's C_TRANSPOSED). Off in every row: on an H100 the
+  // products lost more (+0.58 ms) than the 32 transposes cost (0.23 ms), docs/PERFORMANCE.md 2026-12-06 sixth
+  // session, call 4.
   bool map_epilogue = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
