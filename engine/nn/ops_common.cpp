@@ -34,6 +34,13 @@ void require_columns(const std::string& op, const char* name, const Columns& c, 
                  std::to_string(c.first) + ", " + std::to_string(c.first + c.width) + ")");
 }
 
+void require_channel_affine(const std::string& op, const Tensor& x, const Tensor& affine) {
+  require_activation(op, "affine", affine, 2);
+  if (affine.dim(0) != x.dim(0) || affine.dim(1) != 2)
+    fail(op, "expected affine [" + std::to_string(x.dim(0)) + ", 2] for " + describe("x", x) + ", got " +
+                 describe("affine", affine));
+}
+
 void require_activation(const std::string& op, const char* name, const Tensor& t, int rank, bool half_ok) {
   if (!t.defined()) fail(op, std::string(name) + " is an empty tensor (no buffer)");
   if (t.dtype != DType::F32 && !(half_ok && t.dtype == DType::F16))

@@ -165,12 +165,7 @@ Tensor to_tokens(cl::Context& ctx, const Tensor& x, const Tensor* affine) {
   const std::string op = "to_tokens";
   detail::require_activation(op, "x", x, 3);
   const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
-  if (affine) {
-    detail::require_activation(op, "affine", *affine, 2);
-    if (affine->dim(0) != C || affine->dim(1) != 2)
-      fail(op, "expected affine [" + std::to_string(C) + ", 2] for " + describe("x", x) + ", got " +
-                   describe("affine", *affine));
-  }
+  if (affine) detail::require_channel_affine(op, x, *affine);
   Tensor out = empty(ctx, {S, C});
   detail::launch_transpose(ctx, static_cast<int>(C), static_cast<int>(S), x.buffer.get(), 0, static_cast<int>(S),
                            out.buffer.get(), affine ? affine->buffer.get() : nullptr);

@@ -456,12 +456,7 @@ Tensor linear_from_map(cl::Context& ctx, const Tensor& x, const Tensor* affine, 
   const std::string op = "linear_from_map";
   detail::require_activation(op, "x", x, 3);
   const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
-  if (affine) {
-    detail::require_activation(op, "affine", *affine, 2);
-    if (affine->dim(0) != C || affine->dim(1) != 2)
-      fail(op, "expected affine [" + std::to_string(C) + ", 2] for " + describe("x", x) + ", got " +
-                   describe("affine", *affine));
-  }
+  if (affine) detail::require_channel_affine(op, x, *affine);
   if (!w.defined() || w.rank() != 2 || w.dim(1) != C)
     fail(op, "expected w [N, " + std::to_string(C) + "] for " + describe("x", x) + ", got " + describe("w", w));
   detail::require_weight(op, "w", w, {w.dim(0), C});

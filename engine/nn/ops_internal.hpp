@@ -22,6 +22,8 @@ std::string describe(const char* name, const Tensor& t);
 std::string describe(const char* name, const Columns& c);
 // Fails unless t is defined, fp32 (or fp16 where half_ok) and of rank `rank` (rank < 0: any rank ≥ 1).
 void require_activation(const std::string& op, const char* name, const Tensor& t, int rank = -1, bool half_ok = false);
+// A map's per-channel (scale, shift), group_norm_affine's form: affine [C, 2] fp32 for x [C, H, W] (x checked first).
+void require_channel_affine(const std::string& op, const Tensor& x, const Tensor& affine);
 // Fails unless c.tensor is a valid [T, n] activation (fp16 too where half_ok) and the columns lie inside it, at least
 // one of them.
 void require_columns(const std::string& op, const char* name, const Columns& c, bool half_ok = false);
