@@ -126,6 +126,16 @@
 #else
 #define A_T float
 #endif
+// TC_STAGES 2: both operand tiles (and a convolution's im2col table) in local memory twice, tile s stored while
+// the warps may still multiply tile s - 1 from the other copy, so a K step takes one barrier instead of two: the
+// one before the stores ("every warp is done with the previous tile") goes. Twice the tiles' local memory
+// (TcConfig::local_bytes); the host asks for it where the row says so and the device has the room.
+#ifndef TC_STAGES
+#define TC_STAGES 1
+#endif
+#if TC_STAGES != 1 && TC_STAGES != 2
+#error "TC_STAGES is 1 or 2"
+#endif
 #ifndef LDSM_MODE  // PTX only: fragments through ldmatrix; 1: local addresses as they are, 2: through cvta.to.shared
 #define LDSM_MODE 0
 #endif
@@ -402,10 +412,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     __global const float* restrict ln_gamma, __global const float* restrict ln_beta, const float ln_eps,
     __global const float* restrict norm, const int norm_mode) {
   // uint4 arrays: the tiles are 16-byte aligned for vector stores and ldmatrix.
-  __local uint4 p_tile[TP * LDW / 4];
-  __local uint4 w_tile[TW * LDW / 4];
-  __local uint* Ps = (__local uint*)p_tile;  // activations [m][k pair]
-  __local uint* Ws = (__local uint*)w_tile;  // weights [n][k pair]
+  __local uint4 p_tile[TC_STAGES * TP * LDW / 4];
+  __local uint4 w_tile[TC_STAGES * TW * LDW / 4];
+  __local uint* Ps;  // activations [m][k pair] of the K tile being stored and multiplied (set each step)
+  __local uint* Ws;  // weights [n][k pair]
 #if A_MODE == 0
 #define XA Ps
 #define XB Ws
@@ -476,14 +486,18 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // UNet's and TAESD's convolutions ran 8-26 % faster than with the table per k (kernel bench, H100, 2026-12-05).
 #define KTAB_PAIRS (NTHREADS <= 128)
 #if KTAB_PAIRS
-  __local int4 Ktab[TC_TK / 2];
+#define KTAB_LEN (TC_TK / 2)
+#define KNORM_T float4
+  __local int4 Ktab_all[TC_STAGES * KTAB_LEN];
 #if GATHER_NORM
-  __local float4 Knorm[TC_TK / 2];  // (scale, shift) of k's channel and of k + 1's
+  __local float4 Knorm_all[TC_STAGES * KTAB_LEN];  // (scale, shift) of k's channel and of k + 1's
 #endif
 #else
-  __local int4 Ktab[TC_TK];
+#define KTAB_LEN TC_TK
+#define KNORM_T float2
+  __local int4 Ktab_all[TC_STAGES * KTAB_LEN];
 #if GATHER_NORM
-  __local float2 Knorm[TC_TK];  // (scale, shift) of each k's channel
+  __local float2 Knorm_all[TC_STAGES * KTAB_LEN];  // (scale, shift) of each k's channel
 #endif
 #endif
 #endif
@@ -505,9 +519,20 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // Step s loads K tile s into registers (global reads in flight during the products), and stores and
   // multiplies tile s - 1.
   const int tiles = k_begin < k_stop ? (k_stop - k_begin + TC_TK - 1) / TC_TK : 0;
+  // With TC_STAGES 2, step s stores tile s - 1 into copy (s - 1) % 2 and writes tile s's table into copy s % 2: the
+  // last reads of both (tile s - 3's products, tile s - 2's gather) came before step s - 1's barrier.
   for (int s = 0; s <= tiles; ++s) {
+    Ps = (__local uint*)p_tile + ((s - 1) & (TC_STAGES - 1)) * (TP * LDW);
+    Ws = (__local uint*)w_tile + ((s - 1) & (TC_STAGES - 1)) * (TW * LDW);
+#if A_MODE == 2
+    __local int4* Ktab = Ktab_all + (s & (TC_STAGES - 1)) * KTAB_LEN;
+#if GATHER_NORM
+    __local KNORM_T* Knorm = Knorm_all + (s & (TC_STAGES - 1)) * KTAB_LEN;
+#endif
+#endif
     if (s + (A_MODE == 2) > 0) {  // mode 2 also writes the first im2col table at s = 0
-      barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the previous tile (and its im2col table)
+      // every warp is done with the previous tile (and its im2col table); with two copies, nobody reads this one
+      if (TC_STAGES == 1) barrier(CLK_LOCAL_MEM_FENCE);
 #if A_MODE == 2
 #if KTAB_PAIRS
       if (tid < TC_TK / 2 && s < tiles) {

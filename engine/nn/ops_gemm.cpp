@@ -119,6 +119,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // fallback below has 32).
   auto options = [&](bool fused) {
     return config.defines() + variant + " -DFUSED_SPLITK=" + (fused ? "1" : "0") +
+           " -DTC_STAGES=" + std::to_string(ctx.tuning().tensor_core_stages(config)) +
            " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
   };
   cl_kernel kernel = nullptr;

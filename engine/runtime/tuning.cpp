@@ -378,6 +378,9 @@ TuningOverrides overrides_from_environment() {
   o.tc_geglu = flag_from_env("SDT_TC_GEGLU",
                              "0 runs the feed-forward's GEGLU as a launch after its product, 1 in the tensor-core "
                              "product's epilogue");
+  o.tc_double_buffer = flag_from_env("SDT_TC_DOUBLE_BUFFER",
+                                     "0 keeps one copy of a tensor-core product's operand tiles in local memory "
+                                     "(two barriers a K step), 1 two copies where they fit (one barrier)");
   o.tc_map = flag_from_env("SDT_TC_MAP",
                            "0 transposes a transformer's output tokens back to a map in a launch of their own, 1 in "
                            "the tensor-core product's epilogue");
@@ -448,6 +451,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
+  effective_.tc_double_buffer = pick(explicit_.tc_double_buffer, environment_.tc_double_buffer);
   effective_.tc_map = pick(explicit_.tc_map, environment_.tc_map);
   effective_.attention_fill = pick(explicit_.attention_fill, environment_.attention_fill);
   effective_.attention_splits = pick(explicit_.attention_splits, environment_.attention_splits);
@@ -647,6 +651,12 @@ TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.
   return fills_device(M, N, tc.big.tm, tc.big.tn, tc.big_groups_per_unit) ? tc.big : tc.small;
+}
+
+int Tuning::tensor_core_stages(const TcConfig& tile) const {
+  // The im2col table's copies, the layer norm's row statistics and the split-K flag: at most 3 KB.
+  constexpr std::size_t kOtherLocalBytes = 4096;
+  return tc_double_buffer() && fits(tile.threads(), 2 * tile.local_bytes() + kOtherLocalBytes) ? 2 : 1;
 }
 
 AttentionConfig Tuning::attention(int head_dim) const {

@@ -224,6 +224,9 @@ struct TensorCoreRow {
   // products lost more (+0.58 ms) than the 32 transposes cost (0.23 ms), docs/PERFORMANCE.md 2026-12-06 sixth
   // session, call 4.
   bool map_epilogue = false;
+  // gemm_tc.cl's operand tiles (and a convolution's im2col table) twice in local memory (TC_STAGES 2): one barrier a
+  // K step instead of two, for twice the tiles' local memory; tiles that would not fit the device keep one copy.
+  bool double_buffer = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
   // and each split keeps at least attention_split_keys keys (0: never split).
@@ -349,6 +352,7 @@ struct TuningOverrides {
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
   std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
   std::optional<bool> tc_map = {};                      // TensorCoreRow::map_epilogue
+  std::optional<bool> tc_double_buffer = {};            // TensorCoreRow::double_buffer
   std::optional<int> attention_fill = {};               // TensorCoreRow::attention_fill
   std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
@@ -373,6 +377,7 @@ struct TuningOverrides {
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
+// SDT_TC_DOUBLE_BUFFER=0 or 1 (gemm_tc's operand tiles once or twice in local memory: two barriers a K step or one),
 // SDT_ATT_FILL=groups (TensorCoreRow::attention_fill: split attention_tc's keys up to that many work-groups a compute
 // unit; 0: never),
 // SDT_STREAM_K=0 or 1 (GemmRow::stream_k: the big tiles' products whose last round runs part empty as they are or
@@ -488,6 +493,10 @@ class Tuning {
   bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }
   bool tc_geglu() const { return effective_.tc_geglu.value_or(row_->tensor_cores.geglu_epilogue); }
   bool tc_map_epilogue() const { return effective_.tc_map.value_or(row_->tensor_cores.map_epilogue); }
+  bool tc_double_buffer() const { return effective_.tc_double_buffer.value_or(row_->tensor_cores.double_buffer); }
+  // gemm_tc.cl's copies of `tile`'s operands in local memory (TC_STAGES): 2 where tc_double_buffer() and twice the
+  // tile's local memory fits the device, else 1.
+  int tensor_core_stages(const TcConfig& tile) const;
   // attention_tc.cl for heads of this width (emulated: the stand-in kernel's extra local memory counts too): the
   // override, else the first of the row's candidates that fits the device.
   AttentionTcConfig attention_tc(int head_dim, bool emulated) const;

@@ -137,17 +137,21 @@ TEST(ConvFusion, TensorCoreGatherAppliesTheNorm) {
 TEST(ConvFusion, TensorCoreGatherAppliesTheNormWithEitherImToColTable) {
   // gemm_tc.cl keeps its im2col table per k pair on tiles of at most 128 work-items and per k on larger ones (the
   // norm's scale and shift with it): both, pinned, with the 3x3 gather's padding, the upsampling read and a K that
-  // ends inside a pair (27 channels x 9 taps) and inside a tile.
-  for (const cl::TcConfig& tile : {cl::TcConfig{64, 64, 2, 2}, cl::TcConfig{256, 64, 4, 2}}) {
-    SCOPED_TRACE(testing::Message() << "tile " << tile.tm << "x" << tile.tn << ", " << tile.threads() << " work-items");
-    const test::TuningScope pin(test::kernel_context(), [tile](cl::TuningOverrides& o) {
-      if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
-      o.tc_gather_norm = true;
-      o.tensor_core_tiles = tile;
-    });
-    check_fused_conv({"tc-table-odd", shape(27, 9, 10, 70), 9, true, Act::None, true}, DType::F16, 57, kTcRtol);
-    check_fused_conv({"tc-table-upsample", shape(32, 5, 6, 40, 3, 1, 1, true), 8}, DType::F16, 58, kTcRtol);
-  }
+  // ends inside a pair (27 channels x 9 taps) and inside a tile; and both with the tiles and tables in two copies
+  // (TensorCoreRow::double_buffer; the 256×64 tile keeps one where local memory is 48 KB).
+  for (const bool double_buffer : {false, true})
+    for (const cl::TcConfig& tile : {cl::TcConfig{64, 64, 2, 2}, cl::TcConfig{256, 64, 4, 2}}) {
+      SCOPED_TRACE(testing::Message() << "tile " << tile.tm << "x" << tile.tn << ", " << tile.threads()
+                                      << " work-items, double buffer " << double_buffer);
+      const test::TuningScope pin(test::kernel_context(), [tile, double_buffer](cl::TuningOverrides& o) {
+        if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
+        o.tc_gather_norm = true;
+        o.tensor_core_tiles = tile;
+        o.tc_double_buffer = double_buffer;
+      });
+      check_fused_conv({"tc-table-odd", shape(27, 9, 10, 70), 9, true, Act::None, true}, DType::F16, 57, kTcRtol);
+      check_fused_conv({"tc-table-upsample", shape(32, 5, 6, 40, 3, 1, 1, true), 8}, DType::F16, 58, kTcRtol);
+    }
 }
 
 TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {

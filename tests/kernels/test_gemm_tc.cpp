@@ -536,6 +536,40 @@ TEST(TensorCores, EveryKernelFeatureMatchesFp16Reference) {
   }
 }
 
+TEST(TensorCores, DoubleBufferedTilesMatchFp16Reference) {
+  // TC_STAGES 2 (TensorCoreRow::double_buffer): the operand tiles and the im2col table in two copies, one barrier a K
+  // step. SD-Turbo's shapes on the row's tiles, odd shapes on every tile (the 256×64 one keeps one copy: 2 × 25 KB
+  // are more than NVIDIA's 48 KB), split K both ways.
+  REQUIRE_TENSOR_CORES();
+  auto& ctx = test::kernel_context();
+  const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_double_buffer = true; });
+  {
+    PathScope ptx(TensorCores::Ptx);
+    check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 590);
+    check_linear({"unet-ff-out-1280", 256, 5120, 1280, true, Act::None, true}, 591);
+    check_conv("unet-resnet-320@64x64", conv(320, 64, 64, 320, 3, 1, 1), 592, true);
+    check_conv("unet-resnet-1280@8x8", conv(1280, 8, 8, 1280, 3, 1, 1), 593);
+    check_conv("vae-resnet-512@64x64", conv(512, 64, 64, 512, 3, 1, 1), 594, true);
+    check_conv("vae-upsample-256@256x256-slice", conv(256, 8, 128, 256, 3, 1, 1, true), 595);
+    check_conv("unet-shortcut-1x1-960->320@64x64", conv(960, 64, 64, 320, 1, 1, 0), 596, true);
+    check_linear_ln({"text-qkv", 77, 1024, 3072}, 597, 0.0f);
+  }
+  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kFewRows}) {
+    PathScope ptx(TensorCores::Ptx, config);
+    SCOPED_TRACE(config.defines());
+    EXPECT_EQ(ctx.tuning().tensor_core_stages(config), 2);
+    check_linear({"odd", 13, 127, 37}, 598);
+    check_linear({"tile-plus-one", 129, 33, 65, true, Act::None, true}, 599);
+    check_conv("129-channels", conv(129, 11, 13, 131, 3, 1, 1), 531);
+    check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 530);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 532);
+  }
+  for (bool conv : {false, true}) {
+    const auto [fused, reduced] = fused_and_reduced(7, conv, true, true);
+    EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
+  }
+}
+
 TEST(TensorCores, SplittingKGivesTheSameResults) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
@@ -578,6 +612,44 @@ TEST(TensorCoreTiles, EmulatedKernelMatchesFp16ReferenceInEveryMode) {
   check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 609, true);
   test::TuningScope pin(test::kernel_context(), [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_conv("160-rows-split", conv(24, 9, 8, 160, 3, 1, 1), 613, true);
+}
+
+TEST(TensorCoreTiles, EmulatedDoubleBufferedTilesMatchFp16ReferenceInEveryMode) {
+  // TC_STAGES 2: step s stores tile s - 1 into one copy while warps may still multiply tile s - 2 from the other, and
+  // writes the im2col table of tile s into the table's other copy. Every mode and loader, several whole K tiles
+  // before a partial one (so both copies are written and read more than once), the layer norm's scratch (the first
+  // copy of the activation tile), split K both ways, on the 4-warp tiles (the im2col table per k pair) and the
+  // 8-warp ones (per k).
+  auto& ctx = test::kernel_context();
+  const test::TuningScope on(ctx, [](cl::TuningOverrides& o) { o.tc_double_buffer = true; });
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall);
+    ASSERT_EQ(ctx.tuning().tensor_core_stages(kSmall), 2);
+    check_linear({"aligned", 70, 96, 136, true, Act::GELU, true}, 660);
+    check_linear({"odd-long", 13, 127, 101}, 661);
+    check_conv("3x3", conv(19, 9, 7, 33, 3, 1, 1), 662, true);
+    check_conv("1x1-long", conv(100, 9, 15, 70, 1, 1, 0), 663);
+    check_conv("upsample-long", conv(13, 5, 3, 17, 3, 1, 1, true), 664, true);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 665);
+    check_linear_ln({"odd", 13, 127, 37}, 666, 100.0f);
+    for (bool conv : {false, true}) {
+      const auto [fused, reduced] = fused_and_reduced(5, conv, false, conv);
+      EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
+    }
+    const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+    check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 667, true);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kConv160);
+    ASSERT_EQ(ctx.tuning().tensor_core_stages(kConv160), 2);
+    check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 668, true);
+  }
+  PathScope emulated(TensorCores::Emulated, kBig);
+  ASSERT_EQ(ctx.tuning().tensor_core_stages(kBig), 2);
+  check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 669);
+  check_conv("8-warps-upsample", conv(20, 5, 4, 130, 3, 1, 1, true), 670);
+  const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+  check_conv("8-warps-split", conv(40, 12, 13, 130, 3, 1, 1), 671, true);
 }
 
 TEST(TensorCoreTiles, EmulatedLayerNormInTheGatherMatchesTheReference) {

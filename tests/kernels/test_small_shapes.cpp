@@ -267,6 +267,18 @@ TEST(SmallShapes, TensorCoreTilesThroughTheirPlainLoopStandIn) {
   check_linear("tc-split", 9, 96, 17, DType::F16, Act::None, false, 42, true);
 }
 
+TEST(SmallShapes, TensorCoreStandInWithTwoCopiesOfItsTiles) {
+  // TC_STAGES 2: one barrier a K step, each tile and im2col table stored into the copy nobody reads. K of several
+  // tiles (both copies written and read twice or more), in each mode: a race between a step's stores and the
+  // previous step's reads would show here.
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  const test::TuningScope two(test::kernel_context(), [](cl::TuningOverrides& o) { o.tc_double_buffer = true; });
+  ASSERT_EQ(test::kernel_context().tuning().tensor_core_stages(cl::TcConfig{64, 64, 2, 2}), 2);
+  check_linear("tc-two-copies", 13, 130, 9, DType::F16, Act::GELU, true, 48, true);
+  check_conv("tc-two-copies-3x3", conv(12, 6, 5, 9, 3, 1, 1), DType::F16, true, 49, true);
+  check_conv("tc-two-copies-1x1", conv(100, 4, 5, 9, 1, 1, 0), DType::F16, false, 50, true);
+}
+
 TEST(SmallShapes, TensorCoreStandInWithALayerNormInItsGather) {
   // linear(layer_norm(x)) with the norm in gemm_tc's gather: the statistics' prologue (its local scratch and the
   // rows it writes), odd K and split K. Bound as in test_gemm_tc.cpp's check_linear_ln (fp16 rounding of values

@@ -124,7 +124,12 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   const cl::TensorCores path =
       engine.impl().context().tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
   engine.impl().context().set_tuning_overrides(
-      {.tensor_cores = path, .tc_half_normed_input = true, .tc_half_qkv = true, .tc_geglu = true, .tc_map = true});
+      {.tensor_cores = path,
+       .tc_half_normed_input = true,
+       .tc_half_qkv = true,
+       .tc_geglu = true,
+       .tc_map = true,
+       .tc_double_buffer = true});
   const nlohmann::json c = refs.find_case("case0");
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
@@ -148,16 +153,23 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   // same tile bits as in fp32, the self-attentions' q/k/v in fp16 (half_attention_operands; both off in the rows,
   // on here) give the flash kernel the values it rounds fp32 ones to, and the feed-forwards' gate in the product's
   // epilogue (geglu_epilogue) computes what the geglu launch computes from the stored product, and so does the
-  // transformers' proj_out stored as a map (map_epilogue) what the transpose launch does: the same latents and images,
-  // bit for bit, with all four off (each is checked alone at kernel level: test_conv_fusion.cpp,
+  // transformers' proj_out stored as a map (map_epilogue) what the transpose launch does, and the tensor-core tiles in
+  // two copies (double_buffer) multiply the same tiles in the same order: the same latents and images, bit for bit,
+  // with all five off (each is checked alone at kernel level: test_conv_fusion.cpp,
   // test_attention_tc.cpp, test_gemm_tc.cpp).
   ASSERT_TRUE(ctx.tuning().tc_half_normed_input());
   ASSERT_TRUE(ctx.tuning().tc_half_qkv());
   ASSERT_TRUE(ctx.tuning().tc_geglu());
   ASSERT_TRUE(ctx.tuning().tc_map_epilogue());
+  ASSERT_TRUE(ctx.tuning().tc_double_buffer());
   const std::vector<float> latents = nn::download(ctx, out.latents), image = nn::download(ctx, out.image_vae);
   engine.impl().context().set_tuning_overrides(
-      {.tensor_cores = path, .tc_half_normed_input = false, .tc_half_qkv = false, .tc_geglu = false, .tc_map = false});
+      {.tensor_cores = path,
+       .tc_half_normed_input = false,
+       .tc_half_qkv = false,
+       .tc_geglu = false,
+       .tc_map = false,
+       .tc_double_buffer = false});
   const pipeline::DeviceOutputs fp32_inputs = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
   const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -649,6 +649,26 @@ TEST(Tuning, ATransformersOutputMapIsStoredByTheTensorCoreEpilogueWhereTheRowSay
                  "SDT_TC_MAP");
 }
 
+TEST(Tuning, TensorCoreTilesAreDoubleBufferedWhereTheRowSaysSoAndTheyFit) {
+  check_row_flag(false, &cl::TensorCoreRow::double_buffer, &cl::TuningOverrides::tc_double_buffer,
+                 &Tuning::tc_double_buffer, "SDT_TC_DOUBLE_BUFFER");
+  Tuning t(kH200, true);
+  cl::TuningOverrides o;
+  o.tc_double_buffer = true;
+  t.set_overrides(o);
+  // 48 KB of local memory: 2 × 40 KB (128×128) and 2 × 17.5 KB (160×64) fit with the table, 2 × 25 KB (256×64) do
+  // not, so that tile keeps one copy.
+  ASSERT_EQ(kH200.local_memory, 48u << 10);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{128, 128, 2, 4}), 2);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{160, 64, 2, 2}), 2);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{64, 64, 2, 2}), 2);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{256, 64, 4, 2}), 1);
+  o.tc_double_buffer = false;
+  t.set_overrides(o);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{128, 128, 2, 4}), 1);
+  EXPECT_EQ(t.tensor_core_stages(TcConfig{64, 64, 2, 2}), 1);
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
