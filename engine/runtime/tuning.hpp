@@ -225,7 +225,9 @@ struct TensorCoreRow {
   // session, call 4.
   bool map_epilogue = false;
   // gemm_tc.cl's operand tiles (and a convolution's im2col table) twice in local memory (TC_STAGES 2): one barrier a
-  // K step instead of two, for twice the tiles' local memory; tiles that would not fit the device keep one copy.
+  // K step instead of two, for twice the tiles' local memory; tiles that would not fit the device keep one copy. Off
+  // in every row: on an H100 every product ran slower with it (end to end +3.1 ms; docs/PERFORMANCE.md 2026-12-06
+  // seventh session, call 1).
   bool double_buffer = false;
   // attention_tc.cl's keys split over several work-groups of a query block (each leaves its unnormalised share,
   // attention_combine adds them): doubled while the launch has fewer than attention_fill work-groups a compute unit
