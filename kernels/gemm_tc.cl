@@ -19,9 +19,10 @@
 //   mode 0 (C = y [M, N], n contiguous): rows = m (activations), cols = n (weights)
 //   modes 1, 2 (C = y [N, M], m contiguous): rows = n (weights), cols = m (pixels)
 // A work-group computes a TC_TM x TC_TN tile of rows x cols with TC_WARPS_M x TC_WARPS_N warps of 32 lanes,
-// each warp a (TC_TM / TC_WARPS_M) x (TC_TN / TC_WARPS_N) tile as 16 x 8 mma tiles. K advances 32 at a time;
-// both operand tiles sit in local memory as [row][k] fp16 pairs (one 32-bit word = k, k + 1), rows padded to
-// 20 words so the fragment loads (8 rows x 4 consecutive words per instruction) hit 32 different banks. The
+// each warp a (TC_TM / TC_WARPS_M) x (TC_TN / TC_WARPS_N) tile as 16 x 8 mma tiles. K advances TC_TK (32 or 64)
+// at a time; both operand tiles sit in local memory as [row][k] fp16 pairs (one 32-bit word = k, k + 1), rows
+// padded to TC_TK / 2 + 4 words (20 or 36: 4 more than a multiple of 32 banks) so the fragment loads (8 rows x 4
+// consecutive words per instruction) hit 32 different banks. The
 // next K tile is loaded from global memory into registers while the current one is multiplied. Convolutions
 // (mode 2) gather their im2col tile through a per-tile table of (channel offset, ky, kx) per k pair, so no element
 // divides by the kernel size.
@@ -148,8 +149,15 @@
 #define B_T ushort
 #endif
 
-#define TC_TK 32                               // k per step (halves)
-#define LDW 20                                 // words per local row: 16 (32 halves) + 4 of padding
+#ifndef TC_TK  // k per step (halves): 32, or 64 (half the steps and barriers, twice the loads in flight a step)
+#define TC_TK 32
+#endif
+#if TC_TK != 32 && TC_TK != 64
+#error "TC_TK is 32 or 64"
+#endif
+#define LDW (TC_TK / 2 + 4)                    // words per local row: TC_TK / 2 (the k pairs) + 4 of padding
+#define KQ (TC_TK / 8)                         // 8-half chunks of a weight row a K step
+#define KF (TC_TK / 4)                         // float4 chunks of an activation row a K step (mode 0)
 #define NTHREADS (32 * TC_WARPS_M * TC_WARPS_N)
 #define WTM (TC_TM / TC_WARPS_M)               // a warp's rows
 #define WTN (TC_TN / TC_WARPS_N)               // a warp's cols
@@ -175,14 +183,14 @@
 #if LDSM_MODE && WTN % 16 != 0
 #error "ldmatrix loads the B fragments of two 16x8 tiles at a time"
 #endif
-#if (TW * 4) % NTHREADS != 0
+#if (TW * KQ) % NTHREADS != 0
 #error "the weight tile must split into whole 8-half chunks per work-item"
 #endif
-#if A_MODE == 0 && (TP * 8) % NTHREADS != 0
+#if A_MODE == 0 && (TP * KF) % NTHREADS != 0
 #error "the activation tile must split into whole float4 chunks per work-item"
 #endif
-#if A_MODE != 0 && (NTHREADS % TP != 0 || 16 % (NTHREADS / TP) != 0)
-#error "the pixel tile must give every work-item one pixel and a whole share of the 16 k pairs"
+#if A_MODE != 0 && (NTHREADS % TP != 0 || (TC_TK / 2) % (NTHREADS / TP) != 0)
+#error "the pixel tile must give every work-item one pixel and a whole share of the TC_TK / 2 k pairs"
 #endif
 
 // The activation codes and apply_act, BIAS_T / LOAD_BIAS, pack_half2 (activations to fp16 pairs), the mma.sync
@@ -434,10 +442,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   const int k_stop = min(K, k_begin + k_chunk);
 
   // ---- loaders: each work-item moves fixed chunks of both tiles, first into registers, then into local memory.
-#define W_CHUNKS (TW * 4 / NTHREADS)  // 8-half chunks of the weight tile per work-item
+#define W_CHUNKS (TW * KQ / NTHREADS)  // 8-half chunks of the weight tile per work-item
   uint4 wreg[W_CHUNKS];
 #if A_MODE == 0
-#define P_CHUNKS (TP * 8 / NTHREADS)  // float4 chunks of the activation tile per work-item
+#define P_CHUNKS (TP * KF / NTHREADS)  // float4 chunks of the activation tile per work-item
   float4 preg[P_CHUNKS];
   // Layer norm: (mean, rstd) of the tile's rows. Gamma and beta are read as the tile is stored, not with its loads:
   // registers held across the products raised the 64×64 tile's count past 128 (clang's NVPTX build: 122 → 130).
@@ -445,7 +453,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   if (ln_gamma) layer_norm_rows(A + a_off, lda, M, K, m0, tid, ln_eps, ln_rows, (__local float*)p_tile);
 #else
 #define P_STEP (NTHREADS / TP)        // work-items per pixel
-#define P_PAIRS (16 / P_STEP)         // k pairs per work-item: consecutive ones, stored with one 16-byte store per 4
+#define P_PAIRS (TC_TK / 2 / P_STEP)  // k pairs per work-item: consecutive ones, stored with one 16-byte store per 4
 #if A_HALF
   uint preg[P_PAIRS];  // fp16 pairs as they will sit in local memory
 #define PAIR_BITS(i) (preg[i])
@@ -576,14 +584,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        *(__local uint4*)&Ws[(chunk >> 2) * LDW + (chunk & 3) * 4] = wreg[i];
+        *(__local uint4*)&Ws[(chunk / KQ) * LDW + (chunk % KQ) * 4] = wreg[i];
       }
 #if A_MODE == 0
       // Layer norm: gamma and beta at this work-item's 4 k of the tile, the same for all its chunks (NTHREADS is a
-      // multiple of 8); past the slice they read as zero (nothing past K is read; the weight tile is zero there too).
+      // multiple of KF); past the slice they read as zero (nothing past K is read; the weight tile is zero there too).
       float4 ln_g = (float4)(0.0f), ln_b = (float4)(0.0f);
       if (ln_gamma) {
-        const int k = k_begin + (s - 1) * TC_TK + (tid & 7) * 4;
+        const int k = k_begin + (s - 1) * TC_TK + (tid % KF) * 4;
         if (k + 4 <= k_stop) {  // 16-byte aligned: k is a multiple of 4
           ln_g = *(__global const float4*)(ln_gamma + k);
           ln_b = *(__global const float4*)(ln_beta + k);
@@ -598,15 +606,15 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int chunk = tid + i * NTHREADS;
         float4 v = preg[i];
         if (ln_gamma) {  // rows past M are never stored
-          const float2 st = ln_rows[chunk >> 3];
+          const float2 st = ln_rows[chunk / KF];
           v = (v - st.x) * st.y * ln_g + ln_b;
         }
-        *(__local uint2*)&Ps[(chunk >> 3) * LDW + (chunk & 7) * 2] =
+        *(__local uint2*)&Ps[(chunk / KF) * LDW + (chunk % KF) * 2] =
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }
 #else
       // A warp's work-items hold consecutive pixels (rows of the tile, LDW words apart) at the same k: one word
-      // each would put 4 of them on every bank (LDW = 20); 16 bytes each, 8 rows at a time, meet no conflict.
+      // each would put 4 of them on every bank (LDW = 20 or 36); 16 bytes each, 8 rows at a time, meet no conflict.
 #if P_PAIRS % 4 == 0
       UNROLL_FOR_PTX
       for (int i = 0; i < P_PAIRS; i += 4)
@@ -628,7 +636,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        const int n = n0 + (chunk >> 2), k = k0 + (chunk & 3) * 8;
+        const int n = n0 + chunk / KQ, k = k0 + (chunk % KQ) * 8;
         __global const B_T* src = B + b_off + weight_row(n, N) * ldb + k;
 #if B_FLOAT
         float4 lo, hi;
@@ -657,7 +665,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        const int m = m0 + (chunk >> 3), k = k0 + (chunk & 7) * 4;
+        const int m = m0 + chunk / KF, k = k0 + (chunk % KF) * 4;
         __global const float* src = A + a_off + m * lda + k;
         if (A_ALIGN4 && m < M && k + 4 <= k_stop) {
           preg[i] = *(__global const float4*)src;
@@ -746,7 +754,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 
     if (s > 0) {
       UNROLL_FOR_PTX
-      for (int ks = 0; ks < 2; ++ks) {
+      for (int ks = 0; ks < TC_TK / 16; ++ks) {
 #if SDT_PTX
         uint af[MT][4], bf[NT8][2];
 #if LDSM_MODE

@@ -138,7 +138,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
     ctx.tuning().reject_ptx();
     return false;
   }
-  constexpr int kTk = 32;  // gemm_tc.cl's K step
+  const int kTk = config.tk;  // gemm_tc.cl's K step
   // Activation rows (m) and weight rows (n) per work-group: mma rows are m in linear layers, n in convolutions.
   const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
   const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;

@@ -241,19 +241,23 @@ bool GemmConfig::valid() const {
 }
 
 std::string TcConfig::defines() const {
+  // (TC_TK only where it is not the kernel's default: the programs of 32-wide steps keep their cached binaries.)
   return "-DTC_TM=" + std::to_string(tm) + " -DTC_TN=" + std::to_string(tn) +
-         " -DTC_WARPS_M=" + std::to_string(warps_m) + " -DTC_WARPS_N=" + std::to_string(warps_n);
+         " -DTC_WARPS_M=" + std::to_string(warps_m) + " -DTC_WARPS_N=" + std::to_string(warps_n) +
+         (tk != 32 ? " -DTC_TK=" + std::to_string(tk) : "");
 }
 
 bool TcConfig::valid() const {
-  if (tm <= 0 || tn <= 0 || warps_m <= 0 || warps_n <= 0) return false;
+  if (tm <= 0 || tn <= 0 || warps_m <= 0 || warps_n <= 0 || (tk != 32 && tk != 64)) return false;
   if (tm % warps_m || tn % warps_n || (tm / warps_m) % 16 || (tn / warps_n) % 8) return false;
   const int nt = threads();
-  // Weight rows are tn (linear) or tm (convolutions), activation rows the other: both must split evenly.
+  // Weight rows are tn (linear) or tm (convolutions), activation rows the other: both must split evenly into
+  // 8-half chunks, tk / 8 a row.
   for (int w : {tm, tn})
-    if ((w * 4) % nt) return false;
-  if ((tm * 8) % nt) return false;             // linear activations: float4 chunks
-  return nt % tn == 0 && 16 % (nt / tn) == 0;  // convolutions: pixels along tn
+    if ((w * (tk / 8)) % nt) return false;
+  if ((tm * (tk / 4)) % nt) return false;                // linear activations: float4 chunks, tk / 4 a row
+  if (nt < tk) return false;                             // the im2col table: one entry a k, one k a work-item
+  return nt % tn == 0 && (tk / 2) % (nt / tn) == 0;  // convolutions: pixels along tn, the k pairs shared out
 }
 
 std::size_t AttentionConfig::local_bytes() const {
@@ -381,6 +385,12 @@ TuningOverrides overrides_from_environment() {
   o.tc_double_buffer = flag_from_env("SDT_TC_DOUBLE_BUFFER",
                                      "0 keeps one copy of a tensor-core product's operand tiles in local memory "
                                      "(two barriers a K step), 1 two copies where they fit (one barrier)");
+  if (const char* env = std::getenv("SDT_TC_TK"); env && *env) {
+    if (std::strcmp(env, "32") == 0 || std::strcmp(env, "64") == 0)
+      o.tc_tk = std::atoi(env);
+    else
+      log::get("engine")->warn("ignoring SDT_TC_TK='{}': expected 32 or 64 (the tensor-core tiles' k step)", env);
+  }
   o.tc_map = flag_from_env("SDT_TC_MAP",
                            "0 transposes a transformer's output tokens back to a map in a launch of their own, 1 in "
                            "the tensor-core product's epilogue");
@@ -452,6 +462,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
   effective_.tc_double_buffer = pick(explicit_.tc_double_buffer, environment_.tc_double_buffer);
+  effective_.tc_tk = pick(explicit_.tc_tk, environment_.tc_tk);
   effective_.tc_map = pick(explicit_.tc_map, environment_.tc_map);
   effective_.attention_fill = pick(explicit_.attention_fill, environment_.attention_fill);
   effective_.attention_splits = pick(explicit_.attention_splits, environment_.attention_splits);
@@ -468,7 +479,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
 bool Tuning::fused_splitk_for(const TcConfig& tile) const {
   if (effective_.tensor_core_features || effective_.fused_splitk) return true;
   const TensorCoreRow& tc = row_->tensor_cores;
-  return tc.conv_fused_splitk || !tc.conv || tile != *tc.conv;
+  return tc.conv_fused_splitk || !tc.conv || tile.with_tk(tc.conv->tk) != *tc.conv;  // whatever its k step
 }
 
 TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {
@@ -634,6 +645,15 @@ TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
 }
 
 TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
+  TcConfig tile = row_tensor_core_tiles(mode, M, N);
+  if (const std::optional<int> tk = effective_.tc_tk; tk && *tk != tile.tk) {
+    const TcConfig other = tile.with_tk(*tk);
+    if (other.valid() && fits(other.threads(), other.local_bytes())) tile = other;
+  }
+  return tile;
+}
+
+TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
   const auto fits_tile = [this](const TcConfig& c) { return fits(c.threads(), c.local_bytes()); };

@@ -71,8 +71,18 @@ enum class TensorCores { Off, Emulated, Ptx };
 // kernels/gemm_tc.cl: a tm × tn tile of mma rows × cols per work-group, warps_m × warps_n warps of 32 lanes.
 struct TcConfig {
   int tm = 128, tn = 128, warps_m = 2, warps_n = 4;
+  int tk = 32;  // k a step: 32 or 64 (half the steps and barriers, twice the local memory and prefetch registers)
   int threads() const { return 32 * warps_m * warps_n; }
-  std::size_t local_bytes() const { return sizeof(std::uint32_t) * 20 * static_cast<std::size_t>(tm + tn); }
+  // The operand tiles: rows of tk / 2 words (k pairs) + 4 of padding.
+  std::size_t local_bytes() const {
+    return sizeof(std::uint32_t) * static_cast<std::size_t>(tk / 2 + 4) * static_cast<std::size_t>(tm + tn);
+  }
+  // The same tile, warps and work-items with another k step.
+  TcConfig with_tk(int k) const {
+    TcConfig c = *this;
+    c.tk = k;
+    return c;
+  }
   std::string defines() const;
   bool valid() const;  // the divisibility rules of gemm_tc.cl (every mode)
   bool operator==(const TcConfig&) const = default;
@@ -355,6 +365,7 @@ struct TuningOverrides {
   std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
   std::optional<bool> tc_map = {};                      // TensorCoreRow::map_epilogue
   std::optional<bool> tc_double_buffer = {};            // TensorCoreRow::double_buffer
+  std::optional<int> tc_tk = {};  // every tensor-core tile's k step (TcConfig::tk) where the tile allows it and fits
   std::optional<int> attention_fill = {};               // TensorCoreRow::attention_fill
   std::optional<int> attention_splits = {};             // attention_tc's key splits, every launch (tests)
   std::optional<bool> record_text_encoder = {};         // TuningRow::record_text_encoder
@@ -380,6 +391,7 @@ struct TuningOverrides {
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
 // SDT_TC_DOUBLE_BUFFER=0 or 1 (gemm_tc's operand tiles once or twice in local memory: two barriers a K step or one),
+// SDT_TC_TK=32 or 64 (every tensor-core tile's k step, where the tile allows it and fits the device),
 // SDT_ATT_FILL=groups (TensorCoreRow::attention_fill: split attention_tc's keys up to that many work-groups a compute
 // unit; 0: never),
 // SDT_STREAM_K=0 or 1 (GemmRow::stream_k: the big tiles' products whose last round runs part empty as they are or
@@ -462,6 +474,7 @@ class Tuning {
   // For an M × N product of this mode: the override, else the row's big tiles for k×k convolutions and for other
   // products whose big tiles alone fill the device, the small ones otherwise and whenever M or N is 64 or less
   // (split-K adds work-groups to either).
+  // With the tc_tk override, that tile's k step where the tile allows it and fits the device.
   TcConfig tensor_core_tiles(GemmMode mode, int M, int N) const;
   // The driver's compiler refused gemm_tc.cl's PTX: every later product runs gemm.cl (said once, by the caller).
   bool ptx_rejected() const { return ptx_rejected_; }
@@ -538,6 +551,7 @@ class Tuning {
   const TuningRow* row_;
   std::size_t max_work_group_size_;
   std::size_t local_memory_;
+  TcConfig row_tensor_core_tiles(GemmMode mode, int M, int N) const;  // tensor_core_tiles before the k step
   std::size_t compute_units_;
   bool tensor_cores_;
   bool ptx_rejected_ = false;

@@ -570,6 +570,42 @@ TEST(TensorCores, DoubleBufferedTilesMatchFp16Reference) {
   }
 }
 
+TEST(TensorCores, WideKStepMatchesFp16Reference) {
+  // TC_TK 64 (half the K steps and barriers): SD-Turbo's shapes on the row's tiles with the wide step (the tc_tk
+  // override), odd shapes on every tile, and split K both ways.
+  REQUIRE_TENSOR_CORES();
+  auto& ctx = test::kernel_context();
+  {
+    PathScope ptx(TensorCores::Ptx);
+    const test::TuningScope wide(ctx, [](cl::TuningOverrides& o) { o.tc_tk = 64; });
+    EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);
+    check_linear({"text-fc1-gelu", 77, 1024, 4096, true, Act::GELU}, 580);
+    check_linear({"unet-proj-4096x320", 4096, 320, 320, true, Act::None, true}, 581);
+    check_linear({"unet-proj-256x1280-residual", 256, 1280, 1280, true, Act::None, true}, 582);
+    check_linear({"unet-ff-out-1280", 256, 5120, 1280, true, Act::None, true}, 583);
+    check_conv("unet-resnet-320@64x64", conv(320, 64, 64, 320, 3, 1, 1), 584, true);
+    check_conv("unet-resnet-1280@8x8", conv(1280, 8, 8, 1280, 3, 1, 1), 585);
+    check_conv("vae-resnet-512@64x64", conv(512, 64, 64, 512, 3, 1, 1), 586, true);
+    check_conv("vae-upsample-256@256x256-slice", conv(256, 8, 128, 256, 3, 1, 1, true), 587);
+    check_conv("vae-conv-out-128->3-slice", conv(128, 16, 512, 3, 3, 1, 1), 588);
+    check_linear_ln({"text-qkv", 77, 1024, 3072}, 589, 0.0f);
+  }
+  for (const TcConfig& config : {kBig, kSmall, kConv160, kNarrow, kWide, kFewRows}) {
+    PathScope ptx(TensorCores::Ptx, config.with_tk(64));
+    SCOPED_TRACE(config.with_tk(64).defines());
+    check_linear({"odd", 13, 127, 37}, 520);
+    check_linear({"tile-plus-one", 129, 33, 65, true, Act::None, true}, 522);
+    check_conv("129-channels", conv(129, 11, 13, 131, 3, 1, 1), 531);
+    check_conv("odd-upsample", conv(3, 5, 3, 17, 3, 1, 1, true), 530);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 532);
+  }
+  PathScope ptx(TensorCores::Ptx, kSmall.with_tk(64));
+  for (bool conv : {false, true}) {
+    const auto [fused, reduced] = fused_and_reduced(3, conv, true, true);
+    EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
+  }
+}
+
 TEST(TensorCores, SplittingKGivesTheSameResults) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);
@@ -650,6 +686,48 @@ TEST(TensorCoreTiles, EmulatedDoubleBufferedTilesMatchFp16ReferenceInEveryMode) 
   check_conv("8-warps-upsample", conv(20, 5, 4, 130, 3, 1, 1, true), 670);
   const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_conv("8-warps-split", conv(40, 12, 13, 130, 3, 1, 1), 671, true);
+}
+
+TEST(TensorCoreTiles, EmulatedWideKStepMatchesFp16ReferenceInEveryMode) {
+  // TC_TK 64: 64 k a step, rows of 36 words, 8-half chunks 8 a weight row, float4 chunks 16 an activation row, 32
+  // k pairs shared among a pixel's work-items, an im2col table of 32 pairs (or 64 k). Every mode and loader, K of
+  // one partial step and of several whole ones before a partial one, aligned and not, the layer norm's gamma and beta
+  // at the work-item's k, split K both ways, the tiles of 64, 128 and 256 work-items (the table per k pair and per k).
+  auto& ctx = test::kernel_context();
+  for (const TcConfig& tile : {kSmall, kBig, kConv160, kWide, kNarrow, kFewRows}) ASSERT_TRUE(tile.with_tk(64).valid());
+  {
+    PathScope emulated(TensorCores::Emulated, kSmall.with_tk(64));
+    check_linear({"aligned", 70, 96, 136, true, Act::GELU, true}, 680);
+    check_linear({"odd-long", 13, 227, 101}, 681);
+    check_conv("3x3", conv(19, 9, 7, 33, 3, 1, 1), 682, true);
+    check_conv("1x1-long", conv(150, 9, 15, 70, 1, 1, 0), 683);
+    check_conv("odd-stride2-1x1", conv(13, 7, 9, 5, 1, 2, 0), 684);
+    check_conv("upsample-long", conv(13, 5, 3, 17, 3, 1, 1, true), 685, true);
+    check_conv("asymmetric-downsample", conv_asymmetric(13, 9, 8, 19), 686);
+    check_linear_ln({"odd", 13, 127, 37}, 687, 100.0f);
+    check_linear_ln({"aligned", 77, 192, 136, true, Act::GELU, true}, 688, 0.0f);
+    for (bool conv : {false, true}) {
+      const auto [fused, reduced] = fused_and_reduced(3, conv, false, conv);
+      EXPECT_EQ(fused, reduced) << (conv ? "conv" : "linear");
+    }
+    const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+    check_conv("split", conv(40, 6, 5, 30, 3, 1, 1), 689, true);
+    check_linear({"split", 77, 300, 130, true, Act::SiLU, true}, 690);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kConv160.with_tk(64));
+    check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 691, true);
+  }
+  {
+    PathScope emulated(TensorCores::Emulated, kNarrow.with_tk(64));
+    check_conv("narrow-image", conv(24, 13, 19, 3, 3, 1, 1), 692, true);
+    check_linear({"narrow-linear", 70, 96, 20, true, Act::GELU, true}, 693);
+  }
+  PathScope emulated(TensorCores::Emulated, kWide.with_tk(64));
+  check_conv("wide-upsample", conv(20, 5, 4, 256, 3, 1, 1, true), 694);
+  check_linear({"wide-linear", 130, 200, 136, true, Act::None, true}, 695);
+  const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
+  check_conv("wide-split", conv(40, 6, 7, 256, 3, 1, 1), 696, true);
 }
 
 TEST(TensorCoreTiles, EmulatedLayerNormInTheGatherMatchesTheReference) {

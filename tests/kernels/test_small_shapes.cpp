@@ -279,6 +279,14 @@ TEST(SmallShapes, TensorCoreStandInWithTwoCopiesOfItsTiles) {
   check_conv("tc-two-copies-1x1", conv(100, 4, 5, 9, 1, 1, 0), DType::F16, false, 50, true);
 }
 
+TEST(SmallShapes, TensorCoreStandInWithItsWideKStep) {
+  // TC_TK 64: the loaders' chunks, rows of 36 words and the im2col table of 32 pairs, K of several steps.
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2, 64});
+  check_linear("tc-wide-k", 13, 150, 9, DType::F16, Act::GELU, true, 51, true);
+  check_conv("tc-wide-k-3x3", conv(12, 6, 5, 9, 3, 1, 1), DType::F16, true, 52, true);
+  check_conv("tc-wide-k-1x1", conv(100, 4, 5, 9, 1, 1, 0), DType::F16, false, 53, true);
+}
+
 TEST(SmallShapes, TensorCoreStandInWithALayerNormInItsGather) {
   // linear(layer_norm(x)) with the norm in gemm_tc's gather: the statistics' prologue (its local scratch and the
   // rows it writes), odd K and split K. Bound as in test_gemm_tc.cpp's check_linear_ln (fp16 rounding of values

@@ -669,6 +669,37 @@ TEST(Tuning, TensorCoreTilesAreDoubleBufferedWhereTheRowSaysSoAndTheyFit) {
   EXPECT_EQ(t.tensor_core_stages(TcConfig{64, 64, 2, 2}), 1);
 }
 
+TEST(Tuning, TheTensorCoreKStepIsTheTilesUnlessOverriddenWhereItFits) {
+  // 32 in every row's tiles; SDT_TC_TK / tc_tk = 64 gives every tile 64 where the tile's rules allow it and its local
+  // memory fits (36-word rows: 46 KB for 256×64 on 48 KB; not 128×256).
+  Tuning t(kH200, true);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 32);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 32);
+  cl::TuningOverrides o;
+  o.tc_tk = 64;
+  t.set_overrides(o);
+  const TcConfig conv = t.tensor_core_tiles(GemmMode::Conv, 4096, 320);
+  EXPECT_EQ(conv, (TcConfig{160, 64, 2, 2, 64}));
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 256 * 256, 256), (TcConfig{256, 64, 4, 2, 64}));
+  EXPECT_EQ((TcConfig{256, 64, 4, 2, 64}).local_bytes(), 4u * 36 * 320);
+  // The row's convolution tile keeps its split-K rule (the reduce launch) whatever its k step.
+  EXPECT_FALSE(t.fused_splitk_for(conv));
+  o.tensor_core_tiles = TcConfig{128, 256, 2, 4};  // 4 × 36 × 384 = 55 KB with tk 64: keeps 32
+  t.set_overrides(o);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 32);
+  EXPECT_FALSE((TcConfig{64, 64, 2, 2, 48}.valid()));
+  EXPECT_FALSE((TcConfig{16, 32, 1, 1, 64}.valid()));  // 32 work-items: fewer than the 64 k of the im2col table
+  for (const char* value : {"32", "64"}) {
+    EnvScope env("SDT_TC_TK", value);
+    EXPECT_EQ(cl::overrides_from_environment().tc_tk, std::atoi(value));
+  }
+  for (const char* bad : {"16", "128", "yes"}) {
+    EnvScope env("SDT_TC_TK", bad);
+    EXPECT_FALSE(cl::overrides_from_environment().tc_tk) << bad;
+  }
+}
+
 TEST(Tuning, AContextOwnsItsDevicesTuningAndItsOverrides) {
   const auto ctx = test::make_context();
   const cl::TuningRow& row = cl::tuning_row(ctx->info());
