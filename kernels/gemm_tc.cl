@@ -158,6 +158,10 @@
 #define LDW (TC_TK / 2 + 4)                    // words per local row: TC_TK / 2 (the k pairs) + 4 of padding
 #define KQ (TC_TK / 8)                         // 8-half chunks of a weight row a K step
 #define KF (TC_TK / 4)                         // float4 chunks of an activation row a K step (mode 0)
+// A chunk's row and its place in the row, as shifts and masks: the chunk numbers are ints, and a signed division
+// by a power of two costs the loaders a sign correction each.
+#define KQ_SHIFT (TC_TK == 64 ? 3 : 2)
+#define KF_SHIFT (TC_TK == 64 ? 4 : 3)
 #define NTHREADS (32 * TC_WARPS_M * TC_WARPS_N)
 #define WTM (TC_TM / TC_WARPS_M)               // a warp's rows
 #define WTN (TC_TN / TC_WARPS_N)               // a warp's cols
@@ -584,14 +588,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        *(__local uint4*)&Ws[(chunk / KQ) * LDW + (chunk % KQ) * 4] = wreg[i];
+        *(__local uint4*)&Ws[(chunk >> KQ_SHIFT) * LDW + (chunk & (KQ - 1)) * 4] = wreg[i];
       }
 #if A_MODE == 0
       // Layer norm: gamma and beta at this work-item's 4 k of the tile, the same for all its chunks (NTHREADS is a
       // multiple of KF); past the slice they read as zero (nothing past K is read; the weight tile is zero there too).
       float4 ln_g = (float4)(0.0f), ln_b = (float4)(0.0f);
       if (ln_gamma) {
-        const int k = k_begin + (s - 1) * TC_TK + (tid % KF) * 4;
+        const int k = k_begin + (s - 1) * TC_TK + (tid & (KF - 1)) * 4;
         if (k + 4 <= k_stop) {  // 16-byte aligned: k is a multiple of 4
           ln_g = *(__global const float4*)(ln_gamma + k);
           ln_b = *(__global const float4*)(ln_beta + k);
@@ -606,10 +610,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int chunk = tid + i * NTHREADS;
         float4 v = preg[i];
         if (ln_gamma) {  // rows past M are never stored
-          const float2 st = ln_rows[chunk / KF];
+          const float2 st = ln_rows[chunk >> KF_SHIFT];
           v = (v - st.x) * st.y * ln_g + ln_b;
         }
-        *(__local uint2*)&Ps[(chunk / KF) * LDW + (chunk % KF) * 2] =
+        *(__local uint2*)&Ps[(chunk >> KF_SHIFT) * LDW + (chunk & (KF - 1)) * 2] =
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }
 #else
@@ -636,7 +640,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        const int n = n0 + chunk / KQ, k = k0 + (chunk % KQ) * 8;
+        const int n = n0 + (chunk >> KQ_SHIFT), k = k0 + (chunk & (KQ - 1)) * 8;
         __global const B_T* src = B + b_off + weight_row(n, N) * ldb + k;
 #if B_FLOAT
         float4 lo, hi;
@@ -665,7 +669,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
       UNROLL_FOR_PTX
       for (int i = 0; i < P_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
-        const int m = m0 + chunk / KF, k = k0 + (chunk % KF) * 4;
+        const int m = m0 + (chunk >> KF_SHIFT), k = k0 + (chunk & (KF - 1)) * 4;
         __global const float* src = A + a_off + m * lda + k;
         if (A_ALIGN4 && m < M && k + 4 <= k_stop) {
           preg[i] = *(__global const float4*)src;

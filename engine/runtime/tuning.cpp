@@ -99,11 +99,19 @@ const TuningRow kTable[] = {
         // geglu_epilogue: the feed-forward's gate in the GEGLU projection's epilogue, one launch and no [T, 2F]
         // write: UNet 12.31-12.47 -> 11.99-12.09 ms on an H100 (A/B in turns, two rounds, medians of 20; the
         // projections 0.21 ms faster and the 16 geglu launches' 0.24 ms gone), docs/bench/2026-12-06/geglu.
+        // tk 64 (64 k a K step, half the steps and barriers) for every tile but the narrow one and the 64-channel
+        // convolutions': on an H200 (A/B in one call, two rounds, medians of 20) the VAE 23.19-23.21 -> 20.73-20.76
+        // ms, the UNet 14.00-14.24 -> 13.10-13.13, the text encoder's products 2.64 -> 2.31 ms in the profile; TAESD's
+        // 64-channel convolutions on 64×64 tiles lost (1.89 -> 2.09 ms), so they keep 32 (few_channels).
+        // docs/bench/2026-12-06/k-step-64.
         .tensor_cores = {.ptx = true,
-                         .conv = TcConfig{160, 64, 2, 2},
+                         .big = TcConfig{128, 128, 2, 4, 64},
+                         .small = TcConfig{64, 64, 2, 2, 64},
+                         .conv = TcConfig{160, 64, 2, 2, 64},
                          .narrow = TcConfig{16, 64, 1, 2},
-                         .wide = TcConfig{256, 64, 4, 2},
+                         .wide = TcConfig{256, 64, 4, 2, 64},
                          .wide_pixels = 128 * 128,
+                         .few_channels = TcConfig{64, 64, 2, 2},
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
                          .geglu_epilogue = true},
@@ -666,7 +674,10 @@ TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
     if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
     if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits_tile(*tc.wide)) return *tc.wide;
   }
-  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return tc.small;
+  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) {
+    if (mode == GemmMode::Conv && N <= 64 && tc.few_channels && fits_tile(*tc.few_channels)) return *tc.few_channels;
+    return tc.small;
+  }
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.

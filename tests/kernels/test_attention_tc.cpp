@@ -298,12 +298,17 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelsReadQKAndVAsColumnsOfFusedProjecti
 
 TEST(TensorCoreAttentionTiles, EmulatedBlockedProductsMatchFp16ReferenceForWideHeads) {
   // The VAE's 512-wide head (64 tokens here) and a 160-wide pair of heads in blocks of 30 query rows (24 KB of
-  // scores), so the blocks, their edges and the causal mask across them run with fp16 products too.
-  PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2});
-  check({"vae-mid", 64, 64, 1, 512}, 740);
-  test::TuningScope budget(test::kernel_context(), [](cl::TuningOverrides& o) { o.attention_block_bytes = 24 * 1024; });
-  check({"blocked", 200, 200, 2, 160}, 741);
-  check({"blocked-causal", 100, 100, 1, 160, true}, 742);
+  // scores), so the blocks, their edges and the causal mask across them run with fp16 products too; on tiles stepping
+  // 32 k and 64 k at a time (NVIDIA's row: the fp32 operands, K and V transposed, loaded 8 a chunk either way).
+  for (const int tk : {32, 64}) {
+    SCOPED_TRACE("k step " + std::to_string(tk));
+    PathScope emulated(TensorCores::Emulated, nn::detail::TcConfig{64, 64, 2, 2, tk});
+    check({"vae-mid", 64, 64, 1, 512}, 740);
+    test::TuningScope budget(test::kernel_context(),
+                             [](cl::TuningOverrides& o) { o.attention_block_bytes = 24 * 1024; });
+    check({"blocked", 200, 200, 2, 160}, 741);
+    check({"blocked-causal", 100, 100, 1, 160, true}, 742);
+  }
 }
 
 TEST(TensorCoreAttentionTiles, Fp32ModelsKeepFp32Attention) {

@@ -176,6 +176,19 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   };
   EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.latents), latents)) << "the latents differ";
   EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.image_vae), image)) << "the image differs";
+
+  // The products stepping 64 k at a time (NVIDIA's row; split K slices on multiples of 64, so the sums round
+  // differently): within the same bounds of the fixtures.
+  engine.impl().context().set_tuning_overrides({.tensor_cores = path, .tc_tk = 64});
+  ASSERT_EQ(ctx.tuning().tensor_core_tiles(cl::GemmMode::Conv, 64 * 64, 320).tk, 64);
+  const pipeline::DeviceOutputs wide_k = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
+  const Diff wl = report("case0 latents_final (fp16 products, 64-k steps)", nn::download(ctx, wide_k.latents),
+                         refs.tensor("case0_latents_final"));
+  const Diff wv = report("case0 image_vae (fp16 products, 64-k steps)", float_image(engine, wide_k.image_vae, 0.5f, 0.5f),
+                         refs.tensor("case0_image_vae"));
+  EXPECT_EQ(wl.non_finite + wv.non_finite, 0u);
+  EXPECT_LE(wl.rel_l2, kTcLatentsRel);
+  EXPECT_LE(wv.max_abs, kTcImageMax);
 }
 
 }  // namespace
