@@ -99,19 +99,16 @@ const TuningRow kTable[] = {
         // geglu_epilogue: the feed-forward's gate in the GEGLU projection's epilogue, one launch and no [T, 2F]
         // write: UNet 12.31-12.47 -> 11.99-12.09 ms on an H100 (A/B in turns, two rounds, medians of 20; the
         // projections 0.21 ms faster and the 16 geglu launches' 0.24 ms gone), docs/bench/2026-12-06/geglu.
-        // tk 64 (64 k a K step, half the steps and barriers) for every tile but the narrow one and the 64-channel
-        // convolutions': on an H200 (A/B in one call, two rounds, medians of 20) the VAE 23.19-23.21 -> 20.73-20.76
-        // ms, the UNet 14.00-14.24 -> 13.10-13.13, the text encoder's products 2.64 -> 2.31 ms in the profile; TAESD's
-        // 64-channel convolutions on 64×64 tiles lost (1.89 -> 2.09 ms), so they keep 32 (few_channels).
-        // docs/bench/2026-12-06/k-step-64.
+        // The tiles step 32 k at a time. 64 (TcConfig::tk) measured 3.6-4.1 ms faster end to end on an H200 and an
+        // H100 (docs/bench/2026-12-06/k-step-64, k-step-64-row), but against a 32-step build slowed by the same
+        // change (signed divisions in its loaders: 40.0-41.7 ms where the code before ran 34.2); the loaders shift
+        // again, and the wide step waits for an A/B against the 32 it replaces (docs/PERFORMANCE.md, 2026-12-06
+        // seventh session, call 3).
         .tensor_cores = {.ptx = true,
-                         .big = TcConfig{128, 128, 2, 4, 64},
-                         .small = TcConfig{64, 64, 2, 2, 64},
-                         .conv = TcConfig{160, 64, 2, 2, 64},
+                         .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
-                         .wide = TcConfig{256, 64, 4, 2, 64},
+                         .wide = TcConfig{256, 64, 4, 2},
                          .wide_pixels = 128 * 128,
-                         .few_channels = TcConfig{64, 64, 2, 2},
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
                          .geglu_epilogue = true},
@@ -263,8 +260,8 @@ bool TcConfig::valid() const {
   // 8-half chunks, tk / 8 a row.
   for (int w : {tm, tn})
     if ((w * (tk / 8)) % nt) return false;
-  if ((tm * (tk / 4)) % nt) return false;                // linear activations: float4 chunks, tk / 4 a row
-  if (nt < tk) return false;                             // the im2col table: one entry a k, one k a work-item
+  if ((tm * (tk / 4)) % nt) return false;            // linear activations: float4 chunks, tk / 4 a row
+  if (nt < tk) return false;                         // the im2col table: one entry a k, one k a work-item
   return nt % tn == 0 && (tk / 2) % (nt / tn) == 0;  // convolutions: pixels along tn, the k pairs shared out
 }
 
@@ -674,10 +671,7 @@ TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
     if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
     if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits_tile(*tc.wide)) return *tc.wide;
   }
-  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) {
-    if (mode == GemmMode::Conv && N <= 64 && tc.few_channels && fits_tile(*tc.few_channels)) return *tc.few_channels;
-    return tc.small;
-  }
+  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return tc.small;
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.

@@ -195,8 +195,6 @@ struct TensorCoreRow {
   // do not), if set (else `big`).
   std::optional<TcConfig> wide = {};
   int wide_pixels = 128 * 128;
-  // k×k convolutions of at most 64 output channels (TAESD's) that `narrow` does not take, if set (else `small`).
-  std::optional<TcConfig> few_channels = {};
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;

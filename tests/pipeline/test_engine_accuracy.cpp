@@ -123,13 +123,12 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   Engine engine(fixture_engine_options(WeightStorage::F16));
   const cl::TensorCores path =
       engine.impl().context().tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
-  engine.impl().context().set_tuning_overrides(
-      {.tensor_cores = path,
-       .tc_half_normed_input = true,
-       .tc_half_qkv = true,
-       .tc_geglu = true,
-       .tc_map = true,
-       .tc_double_buffer = true});
+  engine.impl().context().set_tuning_overrides({.tensor_cores = path,
+                                                .tc_half_normed_input = true,
+                                                .tc_half_qkv = true,
+                                                .tc_geglu = true,
+                                                .tc_map = true,
+                                                .tc_double_buffer = true});
   const nlohmann::json c = refs.find_case("case0");
   pipeline::DeviceOutputs out = engine.impl().pipeline().run(fixture_request(c, Decoder::Both));
   cl::Context& ctx = engine.impl().context();
@@ -163,13 +162,12 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   ASSERT_TRUE(ctx.tuning().tc_map_epilogue());
   ASSERT_TRUE(ctx.tuning().tc_double_buffer());
   const std::vector<float> latents = nn::download(ctx, out.latents), image = nn::download(ctx, out.image_vae);
-  engine.impl().context().set_tuning_overrides(
-      {.tensor_cores = path,
-       .tc_half_normed_input = false,
-       .tc_half_qkv = false,
-       .tc_geglu = false,
-       .tc_map = false,
-       .tc_double_buffer = false});
+  engine.impl().context().set_tuning_overrides({.tensor_cores = path,
+                                                .tc_half_normed_input = false,
+                                                .tc_half_qkv = false,
+                                                .tc_geglu = false,
+                                                .tc_map = false,
+                                                .tc_double_buffer = false});
   const pipeline::DeviceOutputs fp32_inputs = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
   const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -177,15 +175,15 @@ TEST(EngineAccuracy, TensorCoreProductsStayCloseToFp32) {
   EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.latents), latents)) << "the latents differ";
   EXPECT_TRUE(same_bits(nn::download(ctx, fp32_inputs.image_vae), image)) << "the image differs";
 
-  // The products stepping 64 k at a time (NVIDIA's row; split K slices on multiples of 64, so the sums round
+  // The products stepping 64 k at a time (SDT_TC_TK=64; split K slices on multiples of 64, so the sums round
   // differently): within the same bounds of the fixtures.
   engine.impl().context().set_tuning_overrides({.tensor_cores = path, .tc_tk = 64});
   ASSERT_EQ(ctx.tuning().tensor_core_tiles(cl::GemmMode::Conv, 64 * 64, 320).tk, 64);
   const pipeline::DeviceOutputs wide_k = engine.impl().pipeline().run(fixture_request(c, Decoder::Full));
   const Diff wl = report("case0 latents_final (fp16 products, 64-k steps)", nn::download(ctx, wide_k.latents),
                          refs.tensor("case0_latents_final"));
-  const Diff wv = report("case0 image_vae (fp16 products, 64-k steps)", float_image(engine, wide_k.image_vae, 0.5f, 0.5f),
-                         refs.tensor("case0_image_vae"));
+  const Diff wv = report("case0 image_vae (fp16 products, 64-k steps)",
+                         float_image(engine, wide_k.image_vae, 0.5f, 0.5f), refs.tensor("case0_image_vae"));
   EXPECT_EQ(wl.non_finite + wv.non_finite, 0u);
   EXPECT_LE(wl.rel_l2, kTcLatentsRel);
   EXPECT_LE(wv.max_abs, kTcImageMax);

@@ -331,12 +331,11 @@ TEST(Tuning, LinearProductsThatFillTheDeviceOnBigTilesTakeThem) {
 
 TEST(Tuning, TensorCoreTilesFollowTheShape) {
   const Tuning h200(kH200, true);
-  // NVIDIA's tiles step 64 k at a time, but the narrow tile's and the 64-channel convolutions' (32, measured faster).
-  const TcConfig big{128, 128, 2, 4, 64}, small{64, 64, 2, 2, 64}, conv{160, 64, 2, 2, 64}, narrow{16, 64, 1, 2},
-      wide{256, 64, 4, 2, 64}, few{64, 64, 2, 2};
+  const TcConfig big{128, 128, 2, 4}, small{64, 64, 2, 2}, conv{160, 64, 2, 2}, narrow{16, 64, 1, 2},
+      wide{256, 64, 4, 2};
   // The UNet's convolutions: 160-row tiles divide 320, 640 and 1280 channels (at 8×8 too); the VAE's 512 and 256
   // channels take 256-row tiles from 128×128 pixels up, 128×128 below that and for 128 channels; 64 channels or
-  // fewer the small tiles (with a 32-k step).
+  // fewer the small tiles.
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), conv);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 32 * 32, 640), conv);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), conv);
@@ -350,13 +349,13 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 128), big);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 16 * 16, 1000), big);    // 1000 channels: 6.25 tiles of 160
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1000), small);    // 64 pixels
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64), few);  // TAESD
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64), small);  // TAESD
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), narrow);  // the image's conv_out
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 16), narrow);
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 17), few);
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 17), small);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 3), small);     // a linear layer: not a convolution
   // A row without a convolution tile (any other GPU's) keeps 128×128 for them.
-  EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), (TcConfig{128, 128, 2, 4}));
+  EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
   // NVIDIA's convolution tile keeps the reduce launch for split K (measured faster); the other tiles sum in the
   // kernel; an override of the sum wins.
   EXPECT_FALSE(h200.fused_splitk_for(conv));
@@ -466,9 +465,9 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     const Tuning h200(kH200, true, o);
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 512), (TcConfig{128, 64, 2, 2}));
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), (TcConfig{128, 64, 2, 2}));
-    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), (TcConfig{160, 64, 2, 2, 64})) << "the row's";
-    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4, 64}));
-    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), (TcConfig{64, 64, 2, 2, 64}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), (TcConfig{160, 64, 2, 2})) << "the row's";
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), (TcConfig{64, 64, 2, 2}));
   }
   {
     EnvScope gemm("SDT_GEMM_TILE", "32,32,16,4,4");
@@ -671,26 +670,22 @@ TEST(Tuning, TensorCoreTilesAreDoubleBufferedWhereTheRowSaysSoAndTheyFit) {
 }
 
 TEST(Tuning, TheTensorCoreKStepIsTheTilesUnlessOverriddenWhereItFits) {
-  // NVIDIA's row steps 64 k at a time but in the narrow tile and the 64-channel convolutions'; other rows 32.
-  // SDT_TC_TK / tc_tk gives every tile the one it names where the tile's rules allow it and its local memory fits
-  // (36-word rows: 46 KB for 256×64 on 48 KB; not 128×256).
+  // 32 in every row's tiles (NVIDIA's wide step waits for a clean A/B); SDT_TC_TK / tc_tk gives every tile the one it
+  // names where the tile's rules allow it and its local memory fits (36-word rows: 46 KB for 256×64 on 48 KB; not
+  // 128×256).
   Tuning t(kH200, true);
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 64);
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64).tk, 32);
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3).tk, 32);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 32);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 32);
   EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 32);
   cl::TuningOverrides o;
-  o.tc_tk = 32;
-  t.set_overrides(o);
-  const TcConfig conv = t.tensor_core_tiles(GemmMode::Conv, 4096, 320);
-  EXPECT_EQ(conv, (TcConfig{160, 64, 2, 2, 32}));
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 32);
-  // The row's convolution tile keeps its split-K rule (the reduce launch) whatever its k step.
-  EXPECT_FALSE(t.fused_splitk_for(conv));
   o.tc_tk = 64;
   t.set_overrides(o);
+  const TcConfig conv = t.tensor_core_tiles(GemmMode::Conv, 4096, 320);
+  EXPECT_EQ(conv, (TcConfig{160, 64, 2, 2, 64}));
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64).tk, 64);
+  // The row's convolution tile keeps its split-K rule (the reduce launch) whatever its k step.
+  EXPECT_FALSE(t.fused_splitk_for(conv));
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 256 * 256, 256), (TcConfig{256, 64, 4, 2, 64}));
   EXPECT_EQ((TcConfig{256, 64, 4, 2, 64}).local_bytes(), 4u * 36 * 320);
   o.tensor_core_tiles = TcConfig{128, 256, 2, 4};  // 4 × 36 × 384 = 55 KB with tk 64: keeps 32
