@@ -339,6 +339,33 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
   test::expect_close(ctx, y, expected, kRtol, label);
 }
 
+// Runs `check` (one product) with its launches recorded and expects it on `tile`: one gemm_tc launch whose work sizes
+// are the tile's for rows × cols outputs (pixels × channels in a convolution). run_gemm_tc falls back to a 64×64
+// tile of 32-k steps where the device refuses a tile's work-group, and a test of another tile or step would then
+// pass on that one.
+void expect_launched_on(const TcConfig& tile, GemmMode mode, int rows, int cols, const std::function<void()>& check) {
+  auto& ctx = test::kernel_context();
+  ctx.set_recording(true, true);
+  (void)ctx.collect_timings();
+  check();
+  const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
+  ctx.set_recording(false);
+  // mma rows are the activations' (m) in a linear layer, the weights' (n, output channels) in a convolution.
+  const int tile_rows = mode == GemmMode::Linear ? tile.tm : tile.tn,
+            tile_cols = mode == GemmMode::Linear ? tile.tn : tile.tm;
+  const std::size_t groups = static_cast<std::size_t>((rows + tile_rows - 1) / tile_rows);
+  const std::size_t col_groups = static_cast<std::size_t>((cols + tile_cols - 1) / tile_cols);
+  int products = 0;
+  for (const auto& l : launches) {
+    if (l.kernel != "gemm_tc") continue;
+    ++products;
+    EXPECT_EQ(l.local.size[0], static_cast<std::size_t>(tile.threads())) << "work-items a group";
+    EXPECT_EQ(l.global.size[0], groups * tile.threads()) << "work-items along the rows";
+    EXPECT_EQ(l.global.size[1], col_groups) << "work-groups along the cols";
+  }
+  EXPECT_EQ(products, 1) << "gemm_tc launches";
+}
+
 // Runs one split product twice, with the split-K sum fused into the kernel and with the reduce launch, and
 // returns both outputs (they must be the same bits: the same sums in the same order).
 // aligned: rows of the output a multiple of 4 long (the sum's vector loads) — N = 128 outputs of a linear layer, an
@@ -678,11 +705,14 @@ TEST(TensorCoreTiles, EmulatedDoubleBufferedTilesMatchFp16ReferenceInEveryMode) 
   {
     PathScope emulated(TensorCores::Emulated, kConv160);
     ASSERT_EQ(ctx.tuning().tensor_core_stages(kConv160), 2);
-    check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 668, true);
+    expect_launched_on(kConv160, GemmMode::Conv, 12 * 13, 330,
+                       [] { check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 668, true); });
   }
   PathScope emulated(TensorCores::Emulated, kBig);
   ASSERT_EQ(ctx.tuning().tensor_core_stages(kBig), 2);
-  check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 669);
+  expect_launched_on(kBig, GemmMode::Linear, 130, 136, [] {
+    check_linear({"8-warps", 130, 96, 136, true, Act::None, true}, 669);
+  });
   check_conv("8-warps-upsample", conv(20, 5, 4, 130, 3, 1, 1, true), 670);
   const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_conv("8-warps-split", conv(40, 12, 13, 130, 3, 1, 1), 671, true);
@@ -697,7 +727,9 @@ TEST(TensorCoreTiles, EmulatedWideKStepMatchesFp16ReferenceInEveryMode) {
   for (const TcConfig& tile : {kSmall, kBig, kConv160, kWide, kNarrow, kFewRows}) ASSERT_TRUE(tile.with_tk(64).valid());
   {
     PathScope emulated(TensorCores::Emulated, kSmall.with_tk(64));
-    check_linear({"aligned", 70, 96, 136, true, Act::GELU, true}, 680);
+    expect_launched_on(kSmall.with_tk(64), GemmMode::Linear, 70, 136, [] {
+      check_linear({"aligned", 70, 96, 136, true, Act::GELU, true}, 680);
+    });
     check_linear({"odd-long", 13, 227, 101}, 681);
     check_conv("3x3", conv(19, 9, 7, 33, 3, 1, 1), 682, true);
     check_conv("1x1-long", conv(150, 9, 15, 70, 1, 1, 0), 683);
@@ -716,16 +748,20 @@ TEST(TensorCoreTiles, EmulatedWideKStepMatchesFp16ReferenceInEveryMode) {
   }
   {
     PathScope emulated(TensorCores::Emulated, kConv160.with_tk(64));
-    check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 691, true);
+    expect_launched_on(kConv160.with_tk(64), GemmMode::Conv, 12 * 13, 330,
+                       [] { check_conv("160-rows", conv(40, 12, 13, 330, 3, 1, 1), 691, true); });
   }
   {
     PathScope emulated(TensorCores::Emulated, kNarrow.with_tk(64));
-    check_conv("narrow-image", conv(24, 13, 19, 3, 3, 1, 1), 692, true);
+    expect_launched_on(kNarrow.with_tk(64), GemmMode::Conv, 13 * 19, 3,
+                       [] { check_conv("narrow-image", conv(24, 13, 19, 3, 3, 1, 1), 692, true); });
     check_linear({"narrow-linear", 70, 96, 20, true, Act::GELU, true}, 693);
   }
   PathScope emulated(TensorCores::Emulated, kWide.with_tk(64));
   check_conv("wide-upsample", conv(20, 5, 4, 256, 3, 1, 1, true), 694);
-  check_linear({"wide-linear", 130, 200, 136, true, Act::None, true}, 695);
+  expect_launched_on(kWide.with_tk(64), GemmMode::Linear, 130, 136, [] {
+    check_linear({"wide-linear", 130, 200, 136, true, Act::None, true}, 695);
+  });
   const test::TuningScope pin(ctx, [](cl::TuningOverrides& o) { o.gemm_splits = 3; });
   check_conv("wide-split", conv(40, 6, 7, 256, 3, 1, 1), 696, true);
 }
