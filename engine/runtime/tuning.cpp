@@ -99,16 +99,18 @@ const TuningRow kTable[] = {
         // geglu_epilogue: the feed-forward's gate in the GEGLU projection's epilogue, one launch and no [T, 2F]
         // write: UNet 12.31-12.47 -> 11.99-12.09 ms on an H100 (A/B in turns, two rounds, medians of 20; the
         // projections 0.21 ms faster and the 16 geglu launches' 0.24 ms gone), docs/bench/2026-12-06/geglu.
-        // The tiles step 32 k at a time. 64 (TcConfig::tk) measured 3.6-4.1 ms faster end to end on an H200 and an
-        // H100 (docs/bench/2026-12-06/k-step-64, k-step-64-row), but against a 32-step build slowed by the same
-        // change (signed divisions in its loaders: 40.0-41.7 ms where the code before ran 34.2); the loaders shift
-        // again, and the wide step waits for an A/B against the 32 it replaces (docs/PERFORMANCE.md, 2026-12-06
-        // seventh session, call 3).
+        // linear_tk 64: the linear products step 64 k at a time, the convolutions 32. On an H100 (A/B in turns,
+        // two rounds, medians of 20) 64 on every tile cost 2.4 ms end to end (VAE 18.8 -> 21.1: its convolutions'
+        // 144-288 steps a tile gained nothing, their prefetch registers doubled; docs/bench/2026-12-06/k-step-shifted);
+        // on the linear products alone (the transformers' 10 steps of 32 k, the text encoder's 32 and 128) it took
+        // 34.32-34.34 -> 34.11-34.14 ms with the VAE, 17.36-17.38 -> 17.02-17.06 with TAESD (UNet -0.25 to -0.35,
+        // its products 9.23 -> 8.86 ms), docs/bench/2026-12-06/k-step-linear.
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
                          .wide = TcConfig{256, 64, 4, 2},
                          .wide_pixels = 128 * 128,
+                         .linear_tk = 64,
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
                          .geglu_epilogue = true},
@@ -671,11 +673,17 @@ TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
     if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
     if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits_tile(*tc.wide)) return *tc.wide;
   }
-  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return tc.small;
+  // A linear product's tile with the row's K step for them (where that tile is allowed and fits).
+  const auto linear = [&](const TcConfig& tile) {
+    if (mode != GemmMode::Linear || tc.linear_tk == tile.tk) return tile;
+    const TcConfig stepped = tile.with_tk(tc.linear_tk);
+    return stepped.valid() && fits_tile(stepped) ? stepped : tile;
+  };
+  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return linear(tc.small);
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.
-  return fills_device(M, N, tc.big.tm, tc.big.tn, tc.big_groups_per_unit) ? tc.big : tc.small;
+  return linear(fills_device(M, N, tc.big.tm, tc.big.tn, tc.big_groups_per_unit) ? tc.big : tc.small);
 }
 
 int Tuning::tensor_core_stages(const TcConfig& tile) const {

@@ -196,6 +196,9 @@ struct TensorCoreRow {
   std::optional<TcConfig> wide = {};
   int wide_pixels = 128 * 128;
   int big_groups_per_unit = 2;   // "fill the device": this many big tiles per compute unit
+  // The K step (TcConfig::tk, 32 or 64) of the linear products' tiles (`big` and `small` where GemmMode::Linear
+  // takes them), where the tile's rules allow it and it fits; the convolutions keep their tiles' own.
+  int linear_tk = 32;
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;
   // The same for the `conv` tile's split products (where fused_splitk is on).

@@ -1077,6 +1077,8 @@ TEST(TensorCoreTiles, ConfigurationRules) {
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 64, 1280), divides ? *conv_tile : kSmall);
   EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Conv, 512 * 512, 3),
             ctx.tuning().row().tensor_cores.narrow.value_or(kSmall));
-  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig);
-  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall);
+  // (in the K step the row gives linear products)
+  const int linear_tk = ctx.tuning().row().tensor_cores.linear_tk;
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 2 * units * 128, 128), kBig.with_tk(linear_tk));
+  EXPECT_EQ(ctx.tuning().tensor_core_tiles(GemmMode::Linear, 128, 128), kSmall.with_tk(linear_tk));
 }

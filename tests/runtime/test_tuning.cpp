@@ -353,7 +353,7 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3), narrow);  // the image's conv_out
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 16), narrow);
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 17), small);
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 3), small);     // a linear layer: not a convolution
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 3), small.with_tk(64));  // not a convolution
   // A row without a convolution tile (any other GPU's) keeps 128×128 for them.
   EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), big);
   // NVIDIA's convolution tile keeps the reduce launch for split K (measured faster); the other tiles sum in the
@@ -364,8 +364,9 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   EXPECT_TRUE(h200.fused_splitk_for(small));
   EXPECT_TRUE(Tuning(kH200, true, {.fused_splitk = true}).fused_splitk_for(conv));
   EXPECT_TRUE(Tuning(kH200, true, {.tensor_core_features = cl::TensorCoreFeatures{0, true}}).fused_splitk_for(conv));
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big);    // 32 × 20 tiles ≥ 264
-  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small);   // 32 × 3 tiles < 264
+  // Linear products (64-k steps in NVIDIA's row): big where its tiles alone fill the device.
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big.with_tk(64));   // 32 × 20 tiles ≥ 264
+  EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small.with_tk(64));  // 32 × 3 tiles < 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), small);
 }
 
@@ -466,7 +467,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 512), (TcConfig{128, 64, 2, 2}));
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 64 * 64, 320), (TcConfig{128, 64, 2, 2}));
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv, 8 * 8, 1280), (TcConfig{160, 64, 2, 2})) << "the row's";
-    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4}));
+    EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4, 64}));
     EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Conv1x1, 64 * 64, 320), (TcConfig{64, 64, 2, 2}));
   }
   {
@@ -670,14 +671,32 @@ TEST(Tuning, TensorCoreTilesAreDoubleBufferedWhereTheRowSaysSoAndTheyFit) {
 }
 
 TEST(Tuning, TheTensorCoreKStepIsTheTilesUnlessOverriddenWhereItFits) {
-  // 32 in every row's tiles (NVIDIA's wide step waits for a clean A/B); SDT_TC_TK / tc_tk gives every tile the one it
-  // names where the tile's rules allow it and its local memory fits (36-word rows: 46 KB for 256×64 on 48 KB; not
-  // 128×256).
+  // NVIDIA's row steps 64 k at a time in its linear products' tiles (small and big), 32 in every convolution's (the
+  // 1×1 ones too); other rows 32 everywhere. SDT_TC_TK / tc_tk gives every tile the one it names where the tile's
+  // rules allow it and its local memory fits (36-word rows: 46 KB for 256×64 on 48 KB; not 128×256).
   Tuning t(kH200, true);
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 32);
-  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 32);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv1x1, 4096, 320), (TcConfig{64, 64, 2, 2}));
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 512 * 512, 3).tk, 32);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320), (TcConfig{64, 64, 2, 2, 64}));
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 77, 1024), (TcConfig{64, 64, 2, 2, 64}));      // the text encoder's
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4, 64}));  // fills the device
   EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Conv, 4096, 320).tk, 32);
+  EXPECT_EQ(Tuning(kRadeon, false).tensor_core_tiles(GemmMode::Linear, 4096, 2560).tk, 32);
+  {
+    // 32 KB of local memory: the big tile's 64-k rows (36 KB) do not fit, its 32-k rows (20 KB) do.
+    DeviceInfo tight = kH200;
+    tight.local_memory = 32 * 1024;
+    const Tuning small_local(tight, true);
+    ASSERT_EQ(small_local.tensor_core_tiles(GemmMode::Linear, 4096, 2560).tm, 128);
+    EXPECT_EQ(small_local.tensor_core_tiles(GemmMode::Linear, 4096, 2560).tk, 32);
+    EXPECT_EQ(small_local.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);  // 64×64: 18 KB
+  }
   cl::TuningOverrides o;
+  o.tc_tk = 32;
+  t.set_overrides(o);
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320), (TcConfig{64, 64, 2, 2}));
+  EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 2560), (TcConfig{128, 128, 2, 4}));
   o.tc_tk = 64;
   t.set_overrides(o);
   const TcConfig conv = t.tensor_core_tiles(GemmMode::Conv, 4096, 320);
