@@ -652,12 +652,14 @@ TensorCores Tuning::steady_tensor_core_path(bool b_half) const {
 }
 
 TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
-  TcConfig tile = row_tensor_core_tiles(mode, M, N);
-  if (const std::optional<int> tk = effective_.tc_tk; tk && *tk != tile.tk) {
-    const TcConfig other = tile.with_tk(*tk);
-    if (other.valid() && fits(other.threads(), other.local_bytes())) tile = other;
-  }
-  return tile;
+  const TcConfig tile = row_tensor_core_tiles(mode, M, N);
+  return effective_.tc_tk ? stepped_where_it_fits(tile, *effective_.tc_tk) : tile;
+}
+
+TcConfig Tuning::stepped_where_it_fits(const TcConfig& tile, int tk) const {
+  if (tk == tile.tk) return tile;
+  const TcConfig stepped = tile.with_tk(tk);
+  return stepped.valid() && fits(stepped.threads(), stepped.local_bytes()) ? stepped : tile;
 }
 
 TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
@@ -675,9 +677,7 @@ TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
   }
   // A linear product's tile with the row's K step for them (where that tile is allowed and fits).
   const auto linear = [&](const TcConfig& tile) {
-    if (mode != GemmMode::Linear || tc.linear_tk == tile.tk) return tile;
-    const TcConfig stepped = tile.with_tk(tc.linear_tk);
-    return stepped.valid() && fits_tile(stepped) ? stepped : tile;
+    return mode == GemmMode::Linear ? stepped_where_it_fits(tile, tc.linear_tk) : tile;
   };
   if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return linear(tc.small);
   if (mode == GemmMode::Conv) return tc.big;

@@ -555,6 +555,8 @@ class Tuning {
   std::size_t max_work_group_size_;
   std::size_t local_memory_;
   TcConfig row_tensor_core_tiles(GemmMode mode, int M, int N) const;  // tensor_core_tiles before the k step
+  // `tile` stepping tk k at a time where its rules allow that and it fits the device, else `tile` as it is.
+  TcConfig stepped_where_it_fits(const TcConfig& tile, int tk) const;
   std::size_t compute_units_;
   bool tensor_cores_;
   bool ptx_rejected_ = false;
