@@ -532,7 +532,7 @@ GemmConfig Tuning::gemm(GemmMode mode) const {
   const GemmRow& gemm = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig> deferred = steady_path_deferred_ ? deferred_gemm() : std::nullopt;
   const GemmConfig& config = deferred ? *deferred : mode == GemmMode::Linear ? gemm.linear : gemm.conv;
-  return fits(config.threads(), config.local_bytes()) ? config : gemm_fallback(max_work_group_size_);
+  return fits(config) ? config : gemm_fallback(max_work_group_size_);
 }
 
 GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
@@ -542,7 +542,7 @@ GemmConfig Tuning::gemm(GemmMode mode, int M, int N, int K, int batch) const {
     return config;
   const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig>& big = row.linear_big;
-  if (!big || !fits(big->threads(), big->local_bytes())) return config;
+  if (!big || !fits(*big)) return config;
   if (batched) {  // tm along M (pixels) as in every convolution mode
     const int per_unit = effective_.batched_big_groups_per_unit.value_or(row.batched_big_groups_per_unit);
     return per_unit > 0 && K >= row.batched_big_min_k && fills_device(M, N, big->tm, big->tn, per_unit, batch) ? *big
@@ -568,8 +568,7 @@ std::optional<int> Tuning::long_k_splits(GemmMode mode, int M, int N, int K) con
     return std::nullopt;
   const GemmRow& row = effective_.tuned_gemm ? *effective_.tuned_gemm : row_->gemm;
   const std::optional<GemmConfig>& big = row.linear_big;
-  if (!row.long_k || K < row.long_k || M < row.long_k_rows || !big || !fits(big->threads(), big->local_bytes()))
-    return std::nullopt;
+  if (!row.long_k || K < row.long_k || M < row.long_k_rows || !big || !fits(*big)) return std::nullopt;
   const std::size_t tiles = tile_count(M, N, big->tm, big->tn);
   const std::size_t round = static_cast<std::size_t>(row.big_resident_per_unit) * compute_units_;
   if (tiles > round) return std::nullopt;
@@ -659,27 +658,26 @@ TcConfig Tuning::tensor_core_tiles(GemmMode mode, int M, int N) const {
 TcConfig Tuning::stepped_where_it_fits(const TcConfig& tile, int tk) const {
   if (tk == tile.tk) return tile;
   const TcConfig stepped = tile.with_tk(tk);
-  return stepped.valid() && fits(stepped.threads(), stepped.local_bytes()) ? stepped : tile;
+  return stepped.valid() && fits(stepped) ? stepped : tile;
 }
 
 TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
-  const auto fits_tile = [this](const TcConfig& c) { return fits(c.threads(), c.local_bytes()); };
-  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits_tile(*tc.narrow)) return *tc.narrow;
+  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits(*tc.narrow)) return *tc.narrow;
   if (mode == GemmMode::Conv && N > 64) {
     // The row's convolution tile where its rows (output channels) divide the layer's channels, so that no tile
     // computes padding; an override (SDT_TC_CONV_TILE) wherever the big tile would run.
     const auto& forced = effective_.tensor_core_conv_tiles;
-    if (forced && M > 64 && fits_tile(*forced)) return *forced;
-    if (tc.conv && N % tc.conv->tm == 0 && fits_tile(*tc.conv)) return *tc.conv;
-    if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits_tile(*tc.wide)) return *tc.wide;
+    if (forced && M > 64 && fits(*forced)) return *forced;
+    if (tc.conv && N % tc.conv->tm == 0 && fits(*tc.conv)) return *tc.conv;
+    if (tc.wide && M >= tc.wide_pixels && N % tc.wide->tm == 0 && fits(*tc.wide)) return *tc.wide;
   }
   // A linear product's tile with the row's K step for them (where that tile is allowed and fits).
   const auto linear = [&](const TcConfig& tile) {
     return mode == GemmMode::Linear ? stepped_where_it_fits(tile, tc.linear_tk) : tile;
   };
-  if (M <= 64 || N <= 64 || !fits_tile(tc.big)) return linear(tc.small);
+  if (M <= 64 || N <= 64 || !fits(tc.big)) return linear(tc.small);
   if (mode == GemmMode::Conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.
@@ -707,7 +705,7 @@ AttentionConfig Tuning::attention(int head_dim) const {
   const AttentionConfig candidates[] = {shaped(64, 64), shaped(64, 32), shaped(32, 32), {16, 16, dc, 4, 16, 4, 16}};
   const std::size_t first = dc > 64 ? 2 : row.keys64 ? 0 : 1;
   for (std::size_t i = first; i < std::size(candidates); ++i)
-    if (fits(candidates[i].threads(), candidates[i].local_bytes())) return candidates[i];
+    if (fits(candidates[i])) return candidates[i];
   return attention_fallback(head_dim, max_work_group_size_);
 }
 
@@ -724,8 +722,8 @@ std::optional<NarrowConvConfig> Tuning::narrow_conv(std::int64_t O, std::int64_t
   const NarrowConvRow& row = row_->narrow_conv;
   if (O > row.max_out) return std::nullopt;
   NarrowConvConfig c = row.tile;
-  if (!fits(c.threads(), c.local_bytes())) c = {16, 4, c.py, 1};  // 64 work-items: every OpenCL GPU
-  if (!fits(c.threads(), c.local_bytes())) return std::nullopt;
+  if (!fits(c)) c = {16, 4, c.py, 1};  // 64 work-items: every OpenCL GPU
+  if (!fits(c)) return std::nullopt;
   if (out_h > (1 << 30) || out_w > (1 << 30)) return std::nullopt;  // (conv2d refuses such maps before)
   const int h = static_cast<int>(out_h), w = static_cast<int>(out_w);
   while (!fills_device(w, h, c.tw, c.ly * c.py, row.groups_per_unit) && c.py > 1) c.py /= 2;

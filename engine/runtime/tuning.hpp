@@ -545,6 +545,11 @@ class Tuning {
 
  private:
   bool fits(int threads, std::size_t local_bytes) const;
+  // Whether a tile config (anything with threads() and local_bytes()) fits the device.
+  template <class Config>
+  bool fits(const Config& c) const {
+    return fits(c.threads(), c.local_bytes());
+  }
   // Whether `batch` M × N products on tile_m × tile_n tiles make at least groups_per_unit work-groups per compute
   // unit (the rule of the big tiles, gemm.cl's and the tensor cores').
   bool fills_device(int M, int N, int tile_m, int tile_n, int groups_per_unit, int batch = 1) const;
