@@ -62,8 +62,8 @@ inline float epilogue(float v, float residual, int act) {
 #define MMA_16x8x16(d, a, b)                                                                                  \
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
                "{%0,%1,%2,%3};"                                                                             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+               : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                                     \
+               : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "r"((b)[0]), "r"((b)[1]))
 #endif
 
 // ---- split K summed in the product's kernel (gemm.cl and gemm_tc.cl, built with FUSED_SPLITK)
