@@ -21,7 +21,7 @@ checked=0 failed=0
 check() {  # file, defines...
   local file=$1
   shift
-  local src="$work/${file%.cl}.cl"
+  local src="$work/$file"
   [ -e "$src" ] || { cat "$dir/common.cl"; printf '#line 1 "%s"\n' "$file"; cat "$dir/$file"; } >"$src"
   checked=$((checked + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -fsyntax-only -fasm -target nvptx64-nvidia-nvcl -Xclang -finclude-default-header \
