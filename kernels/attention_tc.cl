@@ -11,7 +11,8 @@
 // the UNet's 4096-token self-attention 320 work-groups × 2 MB in fp32, 640 MB a launch through the L2).
 // global (ceil(Tq / BQ) * NTHREADS, heads, key splits), local (NTHREADS): a work-group owns BQ = 16 * ATT_TC_WARPS queries
 // of one head, one warp per 16 of them, and walks the keys ATT_TC_BK at a time. Per key block:
-//   1. K (rows) and V (transposed: d rows, key pairs along the row) enter local memory, rounded to fp16;
+//   1. K and V enter local memory as they are laid out in global memory (rows of keys, fp16 pairs of head columns
+//      along the row), rounded to fp16;
 //   2. each warp computes its 16 x BK scores S = Q·Kᵀ (Q was loaded once, its fragments stay in registers);
 //   3. scale (folded with log2 e, so exp2 is the exponential), causal and length masks, the running row maximum
 //      m and the rescale factor alpha = 2^(m_old - m_new) (a row's values sit in one quad of lanes: two butterfly
@@ -19,6 +20,10 @@
 //   4. P = 2^(S - m) stays in registers: the accumulator layout of two adjacent 16x8 score tiles is exactly the
 //      A-operand layout of one 16x16 slice of P, so P·V needs no trip through local memory;
 //   5. O = alpha * O + P·V, l = alpha * l + rowsum(P) (each lane's partial sum; the quad adds them at the end).
+// With LDSM_MODE (ldmatrix, probed at run time as for gemm_tc.cl) each fragment load takes four 8x8 matrices: K's
+// for two k16 steps of a score tile, V's (transposed as they load, ldmatrix .trans) for two output tiles of a P
+// slice. Without it K's fragments are 32-bit local loads and V's pairs (two keys of one head column, in two rows)
+// are put together from 16-bit loads.
 // The rows and head columns beyond Tq and D are zeros in the tiles and never stored; keys beyond Tk and, when
 // causal, after the query (the text encoder) are masked; key blocks after a work-group's last query are skipped.
 // Where query blocks × heads are few for the device, the keys are split too (global dimension 2, key_chunk keys
@@ -34,6 +39,13 @@
 // hold inline PTX: mma.sync, cvt.rn.f16x2.f32 and shfl.sync.bfly. Without it, each mma is a loop over local
 // memory, P passes through a per-warp local tile and the quad reductions through local memory: the same tiling,
 // loaders, masks and softmax run on every device (PoCL in the tests).
+
+#ifndef LDSM_MODE  // PTX only: 1 or 2 as in gemm_tc.cl (the local address as it is, or through cvta.to.shared)
+#define LDSM_MODE 0
+#endif
+#if !SDT_PTX && LDSM_MODE
+#error "ldmatrix needs SDT_PTX"
+#endif
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -66,9 +78,9 @@
 #define BK ATT_TC_BK
 #define NTHREADS (32 * ATT_TC_WARPS)
 // Words per local row: fp16 pairs plus 4 words of padding. Both are ≡ 4 (mod 8), so a fragment load (8 rows x 4
-// consecutive words) hits 32 different banks.
-#define LDQ (DP / 2 + 4)  // Q and K tiles: [row][d pair]
-#define LDV (BK / 2 + 4)  // V tile [d][key pair] and P tiles [row][key pair]
+// consecutive words, or ldmatrix's 8 rows of 16 bytes) hits 32 different banks.
+#define LDQ (DP / 2 + 4)  // Q, K and V tiles: [row][d pair]
+#define LDV (BK / 2 + 4)  // the emulated kernel's P tiles [row][key pair]
 #define KSTEPS (DP / 16)  // k16 steps of Q·Kᵀ
 #define STILES (BK / 8)   // n8 tiles of a score row block
 #define PSTEPS (BK / 16)  // k16 steps of P·V
@@ -116,6 +128,21 @@ inline void att_mma_emulated(float* d, __local const uint* XA, int lda, __local 
     d[3] = fma(a1, b1, d[3]);
   }
 }
+// The same for P·V with V as it is stored ([key][d pair]): B's column cb (and cb + 1) is head column cb, its k
+// the keys ks*16 .. ks*16 + 15.
+inline void att_mma_emulated_v(float* d, __local const uint* P, int ra, __local const uint* V, int cb, int ks) {
+  __local const half* hp = (__local const half*)P;
+  __local const half* hv = (__local const half*)V;
+  for (int kk = 0; kk < 16; ++kk) {
+    const int k = ks * 16 + kk;
+    const float a0 = vload_half(ra * (2 * LDV) + k, hp), a1 = vload_half((ra + 8) * (2 * LDV) + k, hp);
+    const float b0 = vload_half(k * (2 * LDQ) + cb, hv), b1 = vload_half(k * (2 * LDQ) + cb + 1, hv);
+    d[0] = fma(a0, b0, d[0]);
+    d[1] = fma(a0, b1, d[1]);
+    d[2] = fma(a1, b0, d[2]);
+    d[3] = fma(a1, b1, d[3]);
+  }
+}
 #endif
 
 // Four consecutive head columns d .. d + 3 of row `row` (zeros beyond `rows` and HEAD_DIM: +0.0 in either format).
@@ -133,60 +160,33 @@ inline ATT_VEC att_load4(__global const ATT_IN_T* restrict x, int ld, int col0, 
 #endif
 }
 
-// The fp16 pair (key 2kp, key 2kp + 1) at head column 4dq + c (c = 0..3) of two loaded rows ka (key 2kp) and kb.
-#if ATT_HALF
-#define ATT_WORD_OF(val, c) ((c) < 2 ? (val).x : (val).y)
-#define ATT_HALF_OF(val, c) (((c) & 1) ? ATT_WORD_OF(val, c) >> 16 : ATT_WORD_OF(val, c) & 0xffffu)
-#define ATT_KEY_PAIR(ka, kb, c) (ATT_HALF_OF(ka, c) | (ATT_HALF_OF(kb, c) << 16))
-#else
-#define ATT_COL_OF(val, c) ((c) == 0 ? (val).x : (c) == 1 ? (val).y : (c) == 2 ? (val).z : (val).w)
-#define ATT_KEY_PAIR(ka, kb, c) pack_half2(ATT_COL_OF(ka, c), ATT_COL_OF(kb, c))
-#endif
-
-// K rows and V key pairs of one block, in whole rounds of the work-group (the last round's surplus work-items
-// load nothing: c beyond the count).
-#define KCOUNT (BK * (DP / 4))        // float4 chunks of K: row r, head columns 4dq .. 4dq + 3
-#define VCOUNT ((BK / 2) * (DP / 4))  // pairs of V chunks: keys 2kp, 2kp + 1 at head columns 4dq .. 4dq + 3
+// K and V rows of one block, in whole rounds of the work-group (the last round's surplus work-items load nothing:
+// c beyond the count); the same chunk c of K and of V (row r, head columns 4dq .. 4dq + 3) to one work-item.
+#define KCOUNT (BK * (DP / 4))
 #define KCHUNKS ((KCOUNT + NTHREADS - 1) / NTHREADS)
-#define VCHUNKS ((VCOUNT + NTHREADS - 1) / NTHREADS)
 // Global -> registers for the key block at kb.
-#define ATT_LOAD_KV(kb)                                                      \
-  do {                                                                       \
-    for (int i = 0; i < KCHUNKS; ++i) {                                      \
-      const int c = tid + i * NTHREADS;                                      \
-      const int r = c / (DP / 4), dq = c - r * (DP / 4);                     \
-      if (c < KCOUNT) kr[i] = att_load4(k, ldk, col0, (kb) + r, Tk, 4 * dq); \
-    }                                                                        \
-    for (int i = 0; i < VCHUNKS; ++i) {                                      \
-      const int c = tid + i * NTHREADS;                                      \
-      const int dq = c / (BK / 2), kp = c - dq * (BK / 2);                   \
-      if (c < VCOUNT) {                                                      \
-        vr0[i] = att_load4(v, ldv, col0, (kb) + 2 * kp, Tk, 4 * dq);         \
-        vr1[i] = att_load4(v, ldv, col0, (kb) + 2 * kp + 1, Tk, 4 * dq);     \
-      }                                                                      \
-    }                                                                        \
+#define ATT_LOAD_KV(kb)                                                 \
+  do {                                                                  \
+    for (int i = 0; i < KCHUNKS; ++i) {                                 \
+      const int c = tid + i * NTHREADS;                                 \
+      const int r = c / (DP / 4), dq = c - r * (DP / 4);                \
+      if (c < KCOUNT) {                                                 \
+        kr[i] = att_load4(k, ldk, col0, (kb) + r, Tk, 4 * dq);          \
+        vr[i] = att_load4(v, ldv, col0, (kb) + r, Tk, 4 * dq);          \
+      }                                                                 \
+    }                                                                   \
   } while (0)
-// Registers -> local memory, rounded to fp16. V transposed: a work-item takes keys 2kp, 2kp + 1 at four head
-// columns; consecutive work-items take consecutive key pairs, so the stores of a warp fill one local row without
-// bank conflicts.
-#define ATT_STORE_KV()                                                                                   \
-  do {                                                                                                   \
-    for (int i = 0; i < KCHUNKS; ++i) {                                                                  \
-      const int c = tid + i * NTHREADS;                                                                  \
-      const int r = c / (DP / 4), dq = c - r * (DP / 4);                                                 \
-      if (c < KCOUNT)                                                                                    \
-        *(__local uint2*)&Ks[r * LDQ + 2 * dq] = ATT_PAIRS(kr[i]);                                       \
-    }                                                                                                    \
-    for (int i = 0; i < VCHUNKS; ++i) {                                                                  \
-      const int c = tid + i * NTHREADS;                                                                  \
-      const int dq = c / (BK / 2), kp = c - dq * (BK / 2);                                               \
-      if (c < VCOUNT) {                                                                                  \
-        Vt[(4 * dq + 0) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 0);                                   \
-        Vt[(4 * dq + 1) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 1);                                   \
-        Vt[(4 * dq + 2) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 2);                                   \
-        Vt[(4 * dq + 3) * LDV + kp] = ATT_KEY_PAIR(vr0[i], vr1[i], 3);                                   \
-      }                                                                                                  \
-    }                                                                                                    \
+// Registers -> local memory, rounded to fp16: K and V alike, rows as loaded.
+#define ATT_STORE_KV()                                                  \
+  do {                                                                  \
+    for (int i = 0; i < KCHUNKS; ++i) {                                 \
+      const int c = tid + i * NTHREADS;                                 \
+      const int r = c / (DP / 4), dq = c - r * (DP / 4);                \
+      if (c < KCOUNT) {                                                 \
+        *(__local uint2*)&Ks[r * LDQ + 2 * dq] = ATT_PAIRS(kr[i]);      \
+        *(__local uint2*)&Vs[r * LDQ + 2 * dq] = ATT_PAIRS(vr[i]);      \
+      }                                                                 \
+    }                                                                   \
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc(
@@ -197,10 +197,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   // uint4 arrays keep the tiles 16-byte aligned for the vector stores below.
   __local uint4 q_tile[(BQ * LDQ + 3) / 4];
   __local uint4 k_tile[(BK * LDQ + 3) / 4];
-  __local uint4 v_tile[(DP * LDV + 3) / 4];
+  __local uint4 v_tile[(BK * LDQ + 3) / 4];
   __local uint* Qs = (__local uint*)q_tile;  // [query][d pair]
   __local uint* Ks = (__local uint*)k_tile;  // [key][d pair]
-  __local uint* Vt = (__local uint*)v_tile;  // [d][key pair]
+  __local uint* Vs = (__local uint*)v_tile;  // [key][d pair]
 #if !SDT_PTX
   __local uint4 p_tiles[(ATT_TC_WARPS * 16 * LDV + 3) / 4];  // each warp's P [16 rows][key pair]
   __local float quad_scratch[2 * NTHREADS];
@@ -254,7 +254,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
   const int split = get_group_id(2);
   const int k_begin = part_o ? split * key_chunk : 0;
   const int k_end = min(part_o ? k_begin + key_chunk : Tk, causal ? min(Tk, q0 + BQ) : Tk);
-  ATT_VEC kr[KCHUNKS], vr0[VCHUNKS], vr1[VCHUNKS];
+  ATT_VEC kr[KCHUNKS], vr[KCHUNKS];
   if (k_begin < k_end) ATT_LOAD_KV(k_begin);
   for (int k0 = k_begin; k0 < k_end; k0 += BK) {
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last block's K and V (and Q is stored)
@@ -268,12 +268,28 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
 #pragma unroll
     for (int j = 0; j < STILES; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#if LDSM_MODE
+      // matrices: keys j*8 .. + 7 at words kk*8 .. + 3 (b[0] of step kk), + 4 .. + 7 (b[1]), then step kk + 1
+#pragma unroll
+      for (int kk = 0; kk + 1 < KSTEPS; kk += 2) {
+        uint b[4];
+        LDSM_X4(b, &Ks[(j * 8 + (lane & 7)) * LDQ + kk * 8 + (lane >> 3) * 4]);
+        MMA_16x8x16(s[j], qf[kk], b);
+        MMA_16x8x16(s[j], qf[kk + 1], b + 2);
+      }
+      if (KSTEPS % 2) {  // a head width of an odd count of k16 steps (48, 80, 112): the last one plainly
+        const int base = (j * 8 + g) * LDQ + (KSTEPS - 1) * 8 + t;
+        const uint b[2] = {Ks[base], Ks[base + 4]};
+        MMA_16x8x16(s[j], qf[KSTEPS - 1], b);
+      }
+#else
 #pragma unroll
       for (int kk = 0; kk < KSTEPS; ++kk) {
         const int base = (j * 8 + g) * LDQ + kk * 8 + t;
         const uint b[2] = {Ks[base], Ks[base + 4]};
         MMA_16x8x16(s[j], qf[kk], b);
       }
+#endif
     }
 #else
     for (int j = 0; j < STILES; ++j) {
@@ -352,12 +368,27 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
                          pack_half2(s[2 * kk][2], s[2 * kk][3]),           // row g + 8
                          pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),   // row g, keys 8 + 2t, 9 + 2t
                          pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};  // row g + 8
+#if LDSM_MODE
+      // matrices (transposed as they load): keys kk*16 .. + 7 at head columns j*8 .. + 7 (b[0] of tile j), keys
+      // + 8 .. + 15 (b[1]), then tile j + 1
+#pragma unroll
+      for (int j = 0; j < OTILES; j += 2) {
+        uint b[4];
+        LDSM_X4_T(b, &Vs[(kk * 16 + (lane & 15)) * LDQ + j * 4 + (lane >> 4) * 4]);
+        MMA_16x8x16(o[j], p, b);
+        MMA_16x8x16(o[j + 1], p, b + 2);
+      }
+#else
+      // B's pair (keys 2t, 2t + 1 at head column j*8 + g; then keys + 8) from two rows of V
+      __local const ushort* vh = (__local const ushort*)Vs;
 #pragma unroll
       for (int j = 0; j < OTILES; ++j) {
-        const int base = (j * 8 + g) * LDV + kk * 8 + t;
-        const uint b[2] = {Vt[base], Vt[base + 4]};
+        const int base = (kk * 16 + 2 * t) * (2 * LDQ) + j * 8 + g;
+        const uint b[2] = {(uint)vh[base] | ((uint)vh[base + 2 * LDQ] << 16),
+                           (uint)vh[base + 16 * LDQ] | ((uint)vh[base + 18 * LDQ] << 16)};
         MMA_16x8x16(o[j], p, b);
       }
+#endif
     }
 #else
     __local uint* Pw = (__local uint*)p_tiles + warp * 16 * LDV;
@@ -367,7 +398,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < PSTEPS; ++kk)
-      for (int j = 0; j < OTILES; ++j) att_mma_emulated(o[j], Pw, LDV, Vt, LDV, g, j * 8 + 2 * t, kk);
+      for (int j = 0; j < OTILES; ++j) att_mma_emulated_v(o[j], Pw, g, Vs, j * 8 + 2 * t, kk);
 #endif
   }
 

@@ -119,12 +119,17 @@ inline float load_other_slice(__global const volatile float* p) {
 #if SDT_PTX && defined(LDSM_MODE) && LDSM_MODE
 // Four 8x8 matrices of fp16 from local memory in one instruction (ldmatrix, compute capability 7.5 or later): lane
 // i gives the 16-byte aligned address of row i % 8 of matrix i / 8, and r[j] receives the lane's pair of matrix j
-// in the mma fragment layout (row lane / 4, halves 2 (lane % 4), + 1). Whether the driver's local addresses are
+// in the mma fragment layout (row lane / 4, halves 2 (lane % 4), + 1); LDSM_X4_T gives each matrix transposed
+// (column lane / 4, rows 2 (lane % 4), + 1: a B fragment from a tile stored [k][n]). Whether the driver's local addresses are
 // shared-window offsets (LDSM_MODE 1) or need cvta.to.shared (2) is found at run time by kernels/tc_probe.cl.
 #if LDSM_MODE == 1
 #define LDSM_X4(r, p)                                                           \
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" \
                : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])        \
+               : "r"((uint)(size_t)(p)))
+#define LDSM_X4_T(r, p)                                                               \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" \
+               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])              \
                : "r"((uint)(size_t)(p)))
 #else
 inline ulong shared_address(__local const uint* p) {
@@ -135,6 +140,10 @@ inline ulong shared_address(__local const uint* p) {
 #define LDSM_X4(r, p)                                                           \
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" \
                : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])        \
+               : "l"(shared_address(p)))
+#define LDSM_X4_T(r, p)                                                               \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" \
+               : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])              \
                : "l"(shared_address(p)))
 #endif
 #endif

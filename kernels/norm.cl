@@ -103,13 +103,60 @@ __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_pa
   __local float ln[NORM_LS], lmean[NORM_LS], lm2[NORM_LS];
   const int lid = get_local_id(0);
   const int p = get_group_id(0), g = get_group_id(1);
-  const int chunk = (group_size + P - 1) / P;
+  // Groups of a multiple of 4 elements (every SD-Turbo map) are read as float4, chunks rounded up to whole float4s
+  // (a last chunk may then be short or empty: n = 0, which the merges skip); others as single floats.
+  const int vec4 = (group_size & 3) == 0;
+  const int chunk = vec4 ? (((group_size + P - 1) / P + 3) & ~3) : (group_size + P - 1) / P;
   const int begin = p * chunk;
   const int end = min(group_size, begin + chunk);
   __global const float* xg = x + g * group_size;
 
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  if (begin + lid < end) {
+  if (vec4 && begin + 4 * lid < end) {
+    // Two float4 loads issued before their sums (eight values in flight a work-item; the scalar loop below has four):
+    // the sums in element order, each work-item's four-element pieces NORM_LS pieces apart.
+    __global const float4* x4 = (__global const float4*)(xg + begin);
+    const int pieces = (end - begin) / 4;
+    const float shift = xg[begin + 4 * lid];
+    float s1 = 0.0f, s2 = 0.0f;
+    int i = lid;
+    for (; i + NORM_LS < pieces; i += 2 * NORM_LS) {
+      const float4 a = x4[i], b = x4[i + NORM_LS];
+      const float4 da = a - shift, db = b - shift;
+      s1 += da.x;
+      s2 += da.x * da.x;
+      s1 += da.y;
+      s2 += da.y * da.y;
+      s1 += da.z;
+      s2 += da.z * da.z;
+      s1 += da.w;
+      s2 += da.w * da.w;
+      s1 += db.x;
+      s2 += db.x * db.x;
+      s1 += db.y;
+      s2 += db.y * db.y;
+      s1 += db.z;
+      s2 += db.z * db.z;
+      s1 += db.w;
+      s2 += db.w * db.w;
+      n += 8.0f;
+    }
+    if (i < pieces) {
+      const float4 da = x4[i] - shift;
+      s1 += da.x;
+      s2 += da.x * da.x;
+      s1 += da.y;
+      s2 += da.y * da.y;
+      s1 += da.z;
+      s2 += da.z * da.z;
+      s1 += da.w;
+      s2 += da.w * da.w;
+      n += 4.0f;
+    }
+    mean = s1 / n;
+    m2 = fmax(s2 - s1 * mean, 0.0f);
+    mean += shift;
+  } else if (!vec4 && begin + lid < end) {
     const float shift = xg[begin + lid];
     float s1 = 0.0f, s2 = 0.0f;
     // Four loads issued before their sums: one 4-byte load in flight per work-item kept NVIDIA's H200 at about

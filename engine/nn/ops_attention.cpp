@@ -65,8 +65,11 @@ bool attention_flash_tc(cl::Context& ctx, const Columns& q_cols, const Columns& 
   bool aligned = head_dim % 4 == 0 && ldo % 4 == 0;
   for (const Operand& o : {q, k, v}) aligned = aligned && o.ld % 4 == 0 && o.off % 4 == 0;
   const detail::AttentionTcConfig config = ctx.tuning().attention_tc(head_dim, !ptx);
+  // K's and V's fragments through ldmatrix where the probe found it works (PTX only).
+  const int ldsm = ptx ? detail::tensor_core_features(ctx, true).ldmatrix : 0;
   const std::string options = config.defines(head_dim) + " -DSDT_PTX=" + (ptx ? "1" : "0") +
-                              " -DATT_ALIGN4=" + (aligned ? "1" : "0") + (half ? " -DATT_HALF=1" : "");
+                              " -DATT_ALIGN4=" + (aligned ? "1" : "0") + (half ? " -DATT_HALF=1" : "") +
+                              " -DLDSM_MODE=" + std::to_string(ldsm);
   cl_kernel kernel = nullptr;
   try {
     kernel = ctx.kernel("attention_tc", "attention_tc", options);

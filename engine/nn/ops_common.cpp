@@ -115,23 +115,30 @@ namespace sdt::nn::detail {
 namespace {
 
 // probe_ldmatrix in `mode`: true when every lane received the fragment that plain loads of the same tile give
-// (rows g, g + 8 at words t, t + 4). Any failure to build or run counts as "not supported".
+// (rows g, g + 8 at words t, t + 4), and, loaded transposed, column g of rows 2t, 2t + 1 of each matrix. Any failure to
+// build or run counts as "not supported".
 bool ldmatrix_works(cl::Context& ctx, int mode) {
   try {
     cl_kernel kernel = ctx.kernel("tc_probe", "probe_ldmatrix", "-DSDT_PTX=1 -DLDSM_MODE=" + std::to_string(mode));
     if (ctx.work_group_limit(kernel) < 32) return false;
-    const cl::Buffer out = ctx.buffer(32 * 4 * sizeof(std::uint32_t));
+    const cl::Buffer out = ctx.buffer(32 * 8 * sizeof(std::uint32_t));
     ctx.launch(kernel, cl::Range(32), cl::Range(32), out);
-    std::vector<std::uint32_t> got(32 * 4);
+    std::vector<std::uint32_t> got(32 * 8);
     ctx.read(out, got.data(), got.size() * sizeof(std::uint32_t));
     constexpr int kLdw = 20;
     auto word = [](int i) { return static_cast<std::uint32_t>(i) * 2654435761u; };
+    // fp16 value h (0..7) of row r of the matrix whose rows start at word w0
+    auto half = [&](int r, int w0, int h) { return (word(r * kLdw + w0 + h / 2) >> (16 * (h & 1))) & 0xFFFFu; };
     for (int lane = 0; lane < 32; ++lane) {
       const int g = lane >> 2, t = lane & 3;
       const std::uint32_t want[4] = {word(g * kLdw + t), word((g + 8) * kLdw + t), word(g * kLdw + t + 4),
                                      word((g + 8) * kLdw + t + 4)};
-      for (int j = 0; j < 4; ++j)
-        if (got[lane * 4 + j] != want[j]) return false;
+      for (int j = 0; j < 4; ++j) {
+        // matrix j: rows (j & 1) * 8 .., words (j >> 1) * 4 ..; transposed, the lane holds column g of rows 2t, 2t + 1
+        const int r0 = (j & 1) * 8, w0 = (j >> 1) * 4;
+        const std::uint32_t want_t = half(r0 + 2 * t, w0, g) | (half(r0 + 2 * t + 1, w0, g) << 16);
+        if (got[lane * 8 + j] != want[j] || got[lane * 8 + 4 + j] != want_t) return false;
+      }
     }
     return true;
   } catch (const Error& e) {

@@ -285,11 +285,11 @@ bool AttentionConfig::valid() const {
 }
 
 std::size_t AttentionTcConfig::local_bytes(int head_dim, bool emulated) const {
-  // attention_tc.cl: Q [bq][dp/2 + 4], K [bk][dp/2 + 4], Vᵀ [dp][bk/2 + 4] words; emulated: P [bq][bk/2 + 4] words
-  // and two floats per work-item.
+  // attention_tc.cl: Q [bq][dp/2 + 4], K and V [bk][dp/2 + 4] words; emulated: P [bq][bk/2 + 4] words and two
+  // floats per work-item.
   const std::size_t dp = (static_cast<std::size_t>(head_dim) + 15) / 16 * 16;
   const std::size_t ldq = dp / 2 + 4, ldv = static_cast<std::size_t>(bk) / 2 + 4;
-  std::size_t words = static_cast<std::size_t>(bq()) * ldq + static_cast<std::size_t>(bk) * ldq + dp * ldv;
+  std::size_t words = static_cast<std::size_t>(bq()) * ldq + 2 * static_cast<std::size_t>(bk) * ldq;
   if (emulated) words += static_cast<std::size_t>(bq()) * ldv + 2u * static_cast<std::size_t>(threads());
   return words * 4;
 }
@@ -349,6 +349,10 @@ TuningOverrides overrides_from_environment() {
   o.attention = config_from_env<AttentionConfig, 7>(
       "SDT_ATT_TILE", "bq,bk,dc,sq,sk,oq,od", "attention.cl",
       [](const auto& v) { return AttentionConfig{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}; });
+  o.attention_tc =
+      config_from_env<AttentionTcConfig, 2>("SDT_ATT_TC", "warps,bk", "attention_tc.cl", [](const auto& v) {
+        return AttentionTcConfig{v[0], v[1]};
+      });
   if (const char* env = std::getenv("SDT_TENSOR_CORES"); env && std::strcmp(env, "0") == 0)
     o.tensor_cores = TensorCores::Off;
   else if (env && std::strcmp(env, "emulated") == 0)

@@ -216,6 +216,31 @@ TEST(TensorCoreAttention, MatchesFp16ReferenceAtOddShapesInEveryTile) {
   check({"wide-odd-160", 33, 70, 1, 160}, 717);
 }
 
+TEST(TensorCoreAttention, MatchesFp16ReferenceWithAndWithoutLdmatrix) {
+  // K's and V's fragments through ldmatrix (V transposed as it loads) in the mode the probe found, and without it
+  // (32-bit loads of K, V's key pairs put together from 16-bit loads): head widths of an even and an odd count of
+  // k16 steps, causal, unaligned, in the default tile and the 64-key one.
+  REQUIRE_TENSOR_CORES();
+  auto& ctx = test::kernel_context();
+  const nn::detail::TensorCoreFeatures probed = nn::detail::tensor_core_features(ctx, true);
+  EXPECT_NE(probed.ldmatrix, 0) << "ldmatrix (and its transposed load) should work on a GPU of compute capability >= 8";
+  PathScope ptx(TensorCores::Ptx);
+  for (const int ldmatrix : {probed.ldmatrix, 0}) {
+    test::TuningScope features(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_core_features = nn::detail::TensorCoreFeatures{ldmatrix, probed.fused_splitk};
+    });
+    for (const AttentionTcConfig& config : {kDefault, kWide}) {
+      const auto tile = pin(&cl::TuningOverrides::attention_tc, config);
+      SCOPED_TRACE("ldmatrix " + std::to_string(ldmatrix) + ", " + config.defines(64));
+      check({"unet-self-1024", 1024, 1024, 10, 64}, 740);
+      check({"clip", 77, 77, 16, 64, true, 4.0f}, 741);
+      check({"sd1-head-40", 130, 67, 2, 40}, 742);
+      check({"head-112", 70, 90, 2, 112}, 743);
+      check({"unaligned-18", 21, 19, 3, 18, true}, 744, test::AttentionLayout::Offset);
+    }
+  }
+}
+
 TEST(TensorCoreAttention, ReadsQKAndVAsColumnsOfFusedProjections) {
   REQUIRE_TENSOR_CORES();
   PathScope ptx(TensorCores::Ptx);

@@ -359,8 +359,9 @@ TEST(SmallShapes, TensorCoreAttentionThroughItsPlainLoopStandIn) {
 TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
   auto& ctx = test::kernel_context();
   // Group norm, then the same norm's per-channel affine form applied on its own: a value a work-item (15 pixels) and
-  // four (800). The groups of 1600 values take the partials' loop of four loads in flight, then its one-at-a-time
-  // tail.
+  // more. Groups of a multiple of four values are read as float4: 1600 values (two pieces in flight, then one), and
+  // 4100 in two chunks (rounded to whole pieces: the second is short). The others one value at a time: 2050 values
+  // take the loop of four loads in flight and its one-at-a-time tail.
   struct Case {
     int C, H, W, groups;
     bool silu;
@@ -368,7 +369,8 @@ TEST(SmallShapes, GroupNormWithAndWithoutSiluAndLayerNorm) {
     std::uint32_t seed;
   };
   for (const Case& c : {Case{8, 5, 3, 4, false, DType::F16, 60}, Case{8, 5, 3, 4, true, DType::F16, 60},
-                        Case{4, 20, 40, 2, true, DType::F32, 66}}) {
+                        Case{4, 20, 40, 2, true, DType::F32, 66}, Case{2, 25, 41, 1, false, DType::F32, 67},
+                        Case{1, 41, 100, 1, true, DType::F16, 68}}) {
     const int S = c.H * c.W;
     const auto x_host = test::random_floats(static_cast<std::size_t>(c.C) * S, c.seed);
     const auto gamma = test::make_weight(ctx, test::random_floats(c.C, c.seed + 1, 0.5f, 1.5f), {c.C}, c.gamma_storage);

@@ -14,6 +14,7 @@
 
 using namespace sdt;
 using cl::AttentionConfig;
+using cl::AttentionTcConfig;
 using cl::GemmConfig;
 using cl::GemmMode;
 using cl::TcConfig;
@@ -475,6 +476,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope first("SDT_FIRST_GEMM_TILE", "64,64,16,4,4");
     EnvScope tc("SDT_TC_TILE", "64,64,2,2");
     EnvScope att("SDT_ATT_TILE", "16,16,64,4,16,4,16");
+    EnvScope att_tc("SDT_ATT_TC", "8,64");
     EnvScope off("SDT_TENSOR_CORES", "0");
     EnvScope split("SDT_SPLITK", "8,2,4");
     EnvScope winograd("SDT_WINOGRAD_F16", "2,load");
@@ -498,6 +500,8 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_EQ(o.deferred_gemm, (GemmConfig{64, 64, 16, 4, 4}));
     EXPECT_EQ(o.tensor_core_tiles, (TcConfig{64, 64, 2, 2}));
     EXPECT_EQ(o.attention, (AttentionConfig{16, 16, 64, 4, 16, 4, 16}));
+    EXPECT_EQ(o.attention_tc, (AttentionTcConfig{8, 64}));
+    EXPECT_EQ(h200.attention_tc(64, false), (AttentionTcConfig{8, 64}));
     EXPECT_EQ(o.tensor_cores, TensorCores::Off);
   }
   {
@@ -506,6 +510,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EnvScope tc("SDT_TC_TILE", "128,128,3");                // too few values
     EnvScope tc_conv("SDT_TC_CONV_TILE", "128,64,3,2");     // 128 rows do not split over 3 warps
     EnvScope att("SDT_ATT_TILE", "");
+    EnvScope att_tc("SDT_ATT_TC", "4,24");  // keys per step: whole k16 slices of P
     EnvScope on("SDT_TENSOR_CORES", "1");
     EnvScope split("SDT_SPLITK", "8,0,4");  // a slice of no K steps
     EnvScope winograd("SDT_WINOGRAD_F16", "3,call");
@@ -517,6 +522,7 @@ TEST(Tuning, EnvironmentOverridesAreReadInOnePlaceAndCheckedAgainstTheKernelsRul
     EXPECT_FALSE(o.tensor_core_tiles);
     EXPECT_FALSE(o.tensor_core_conv_tiles);
     EXPECT_FALSE(o.attention);
+    EXPECT_FALSE(o.attention_tc);
     EXPECT_FALSE(o.tensor_cores);
   }
   {
