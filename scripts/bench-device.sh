@@ -61,6 +61,15 @@ if [ -x "$bundle/bin/sdt_test_kernels" ] && [ "${SDT_KERNEL_BENCH:-1}" != 0 ]; t
   echo "kernel bench, portable path: exit $?"
 fi
 
+# On NVIDIA's GPUs an fp16 run with the tensor cores on must run on them: a driver that refuses the tensor-core
+# programs makes the benchmark exit 3 (its JSON says "tensor_cores": false) instead of timing the portable kernels
+# under the tensor-core run's name. Prints the option for runs of (weights, SDT_TENSOR_CORES) that must.
+require_tc() {
+  if [ "$1" = fp16 ] && [ "$2" = 1 ] && grep -q "^\[$gpu\] .*(GPU, NVIDIA" "$out/devices.txt" 2>/dev/null; then
+    echo --require-tensor-cores
+  fi
+}
+
 if [ -x "$bench" ]; then
   cache=$(mktemp -d)
   for run in ${SDT_BENCH_WEIGHTS:-fp32 fp16 fp16-portable}; do
@@ -68,12 +77,14 @@ if [ -x "$bench" ]; then
     tensor_cores=1
     [ "$run" != "$weights" ] && tensor_cores=0
     SDT_TENSOR_CORES=$tensor_cores "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" \
+      $(require_tc "$weights" "$tensor_cores") \
       --width 512 --height 512 --warmup 3 --runs 10 --cold --profile --cache-dir "$cache" \
       --json "$out/bench-h200-$run.json" >"$out/bench-h200-$run.txt" 2>&1
     echo "bench $run: exit $?"
     # Without --profile: no per-kernel events, so the per-image time is the one a user sees (the host's share of
     # it included); the profiled run above gives the stage breakdown.
     SDT_TENSOR_CORES=$tensor_cores "$bench" --device "$gpu" --model random:sd-turbo --weights "$weights" \
+      $(require_tc "$weights" "$tensor_cores") \
       --width 512 --height 512 --warmup 3 --runs 10 --cache-dir "$cache" \
       --json "$out/bench-h200-$run-noprofile.json" >"$out/bench-h200-$run-noprofile.txt" 2>&1
     echo "bench $run without --profile: exit $?"
@@ -91,8 +102,9 @@ if [ -x "$bench" ]; then
     for side in "${sides[@]:+${sides[@]}}"; do
       exe=$bench
       env_side=()
+      require=yes
       case $side in
-        before) exe=$SDT_BENCH_BEFORE ;;
+        before) exe=$SDT_BENCH_BEFORE require= ;;  # an earlier binary may not know the option
         after) ;;
         *) env_side=("$side") ;;
       esac
@@ -102,7 +114,7 @@ if [ -x "$bench" ]; then
         [ "$run" != "$weights" ] && tensor_cores=0
         tag=ab-$run-$(echo "$side" | tr '=' '-')-$round
         env SDT_TENSOR_CORES=$tensor_cores "${env_side[@]:+${env_side[@]}}" "$exe" --device "$gpu" \
-          --model random:sd-turbo --weights "$weights" --width 512 --height 512 --warmup 3 --runs 20 \
+          ${require:+$(require_tc "$weights" "$tensor_cores")} --model random:sd-turbo --weights "$weights" --width 512 --height 512 --warmup 3 --runs 20 \
           --cache-dir "$cache" --json "$out/$tag.json" >"$out/$tag.txt" 2>&1
         echo "$tag: exit $? $(python3 -c 'import json, sys
 for name, d in json.load(open(sys.argv[1]))["decoders"].items():

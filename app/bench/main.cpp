@@ -31,6 +31,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+// The exit status of --require-tensor-cores when the runs are not (or no longer) on the tensor-core path; 1 is
+// every other failure, 130 an interrupt.
+constexpr int kWrongPath = 3;
+
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -74,6 +78,7 @@ struct Options {
   std::string winograd = "auto";
   double watchdog = -1;  // the engine's default for the device
   bool cold = false, start = false, profile = false, verbose = false, tune = false;
+  bool require_tensor_cores = false;
   std::vector<std::string> decoders = {"full", "tiny"};
 };
 
@@ -263,6 +268,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_flag("--tune", o.tune, "Run the kernel tuner on the device and print the tuning-table row to add");
   app.add_option("--json", o.json_path, "Write the results as JSON");
+  app.add_flag("--require-tensor-cores", o.require_tensor_cores,
+               "Fail (exit status 3) unless the runs are on the tensor-core path: at once where the device has none, "
+               "after the runs (their JSON written) where the driver refused the tensor-core programs meanwhile");
   app.add_flag("-v,--verbose", o.verbose);
   CLI11_PARSE(app, command_line.argc(), command_line.argv());
   sdt::set_log_level(o.verbose ? sdt::LogLevel::Info : sdt::LogLevel::Warn);
@@ -411,6 +419,15 @@ int main(int argc, char** argv) {
                                {"file_dtypes", engine->model().file_dtypes},
                                {"random_weights", engine->model().random_weights}};
     const sdt::KernelPaths& paths = engine->kernel_paths();
+    // A benchmark call on a GPU machine is minutes of scarce time: figures of the wrong path are worse than none.
+    if (o.require_tensor_cores && !paths.tensor_cores) {
+      std::fprintf(stderr,
+                   "error: --require-tensor-cores: %s runs the portable kernels (gemm.cl), not the tensor cores: they "
+                   "need fp16 weights on an NVIDIA GPU of compute capability 8 or later whose compiler takes the "
+                   "kernels' PTX, and SDT_TENSOR_CORES not 0; nothing was timed\n",
+                   engine->device().name.c_str());
+      return kWrongPath;
+    }
     report["path"] = {{"tensor_cores", paths.tensor_cores},   {"winograd", paths.winograd_layers > 0},
                       {"winograd_option", o.winograd},        {"winograd_layers", paths.winograd_layers},
                       {"tuning_row", paths.tuning_row},       {"gemm_tiles", paths.gemm_tiles},
@@ -513,6 +530,13 @@ int main(int argc, char** argv) {
       const std::string text = report.dump(2) + "\n";
       sdt::write_file_atomically(sdt::path_from_utf8(o.json_path), text.data(), text.size());
       std::printf("wrote %s\n", o.json_path.c_str());
+    }
+    if (o.require_tensor_cores && !engine->tensor_cores()) {
+      std::fprintf(stderr,
+                   "error: --require-tensor-cores: the driver refused the tensor-core programs during the runs, so "
+                   "their figures are the portable kernels' (the JSON says \"tensor_cores\": false; the build log is "
+                   "above)\n");
+      return kWrongPath;
     }
     return 0;
   } catch (const sdt::Error& e) {

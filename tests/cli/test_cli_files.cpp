@@ -326,6 +326,39 @@ TEST(CliFiles, BenchmarkJsonIsCheckedFirstWrittenAtomicallyAndAFailedWriteSaysWh
   EXPECT_EQ(entries_of(dir.path()).size(), 2u) << "a temporary file was left behind";
 }
 
+// --require-tensor-cores: a run on the portable kernels fails at once with exit status 3, naming the flag and the
+// device and timing nothing (no results file); on a device whose runs take the tensor cores it changes nothing.
+// Which of the two this device is comes from a run without the flag (PoCL: the first).
+TEST(CliFiles, BenchmarkRequiringTensorCoresFailsAtOnceOnThePortablePath) {
+  TempDir dir("sdt-bench-require-tc");
+  const std::vector<std::string> run =
+      std::vector<std::string>{"--model", fixture("model"), "--width", "64",         "--height", "64", "--warmup",
+                               "0",       "--runs",         "1",       "--decoders", "tiny"} +
+      cache_args();
+  const fs::path plain = dir.path() / "plain.json";
+  const ToolResult without = run_tool("sdturbo-bench", run + std::vector<std::string>{"--json", plain.string()});
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const nlohmann::json report = nlohmann::json::parse(file_text(plain));
+  ASSERT_TRUE(report.contains("path") && report["path"].contains("tensor_cores")) << report.dump();
+  const bool on_tensor_cores = report["path"]["tensor_cores"].get<bool>();
+
+  const fs::path required = dir.path() / "required.json";
+  const ToolResult with = run_tool(
+      "sdturbo-bench", run + std::vector<std::string>{"--require-tensor-cores", "--json", required.string()}, kBounded);
+  if (on_tensor_cores) {
+    EXPECT_EQ(with.exit_code, 0) << with.err;
+    EXPECT_TRUE(fs::exists(required));
+    return;
+  }
+  EXPECT_EQ(with.exit_code, 3) << with.err;
+  EXPECT_NE(with.err.find("--require-tensor-cores"), std::string::npos) << with.err;
+  EXPECT_NE(with.err.find(report["device"]["name"].get<std::string>()), std::string::npos)
+      << "the error names the device: " << with.err;
+  EXPECT_NE(with.err.find("portable kernels"), std::string::npos) << with.err;
+  EXPECT_EQ(with.out.find("median"), std::string::npos) << "something was timed: " << with.out;
+  EXPECT_FALSE(fs::exists(required)) << "a results file of the wrong path was written";
+}
+
 #endif  // _WIN32
 
 }  // namespace
