@@ -81,6 +81,18 @@ inline void merge_local(__local float* ln, __local float* lmean, __local float* 
 DEFINE_GROUP_NORM_MERGE(group_norm_merge, __global)
 DEFINE_GROUP_NORM_MERGE(group_norm_merge_local, __local)
 
+// The shifted sums of four consecutive values d, in element order: s1 += d, s2 += d² one value at a time.
+inline void add_shifted4(const float4 d, float* s1, float* s2) {
+  *s1 += d.x;
+  *s2 += d.x * d.x;
+  *s1 += d.y;
+  *s2 += d.y * d.y;
+  *s1 += d.z;
+  *s2 += d.z * d.z;
+  *s1 += d.w;
+  *s2 += d.w * d.w;
+}
+
 // Per-chunk statistics of each group.   x: [G, group_size] (a group's elements are contiguous in [C, H*W]);
 // partials: [G, P, 3] (count, mean, M2). global (P*NORM_LS, G), local (NORM_LS).
 // With FUSED_AFFINE, the last work-group of each group to finish (common.cl's last_slice_of_tile on counters, one
@@ -122,35 +134,12 @@ __kernel __attribute__((reqd_work_group_size(NORM_LS, 1, 1))) void group_norm_pa
     int i = lid;
     for (; i + NORM_LS < pieces; i += 2 * NORM_LS) {
       const float4 a = x4[i], b = x4[i + NORM_LS];
-      const float4 da = a - shift, db = b - shift;
-      s1 += da.x;
-      s2 += da.x * da.x;
-      s1 += da.y;
-      s2 += da.y * da.y;
-      s1 += da.z;
-      s2 += da.z * da.z;
-      s1 += da.w;
-      s2 += da.w * da.w;
-      s1 += db.x;
-      s2 += db.x * db.x;
-      s1 += db.y;
-      s2 += db.y * db.y;
-      s1 += db.z;
-      s2 += db.z * db.z;
-      s1 += db.w;
-      s2 += db.w * db.w;
+      add_shifted4(a - shift, &s1, &s2);
+      add_shifted4(b - shift, &s1, &s2);
       n += 8.0f;
     }
     if (i < pieces) {
-      const float4 da = x4[i] - shift;
-      s1 += da.x;
-      s2 += da.x * da.x;
-      s1 += da.y;
-      s2 += da.y * da.y;
-      s1 += da.z;
-      s2 += da.z * da.z;
-      s1 += da.w;
-      s2 += da.w * da.w;
+      add_shifted4(x4[i] - shift, &s1, &s2);
       n += 4.0f;
     }
     mean = s1 / n;
