@@ -66,3 +66,17 @@ __kernel void narrow_bf16_to_f16(__global const ushort* restrict src, const uint
   const uint i = get_global_id(0);
   if (i < n) dst[dst_offset + i] = f32_bits_to_f16((uint)src[src_offset + i] << 16);
 }
+
+// A convolution's weight [O, C, T] (T = k·k taps) reordered to [O, T, C] (gemm_tc.cl's mode 3 runs K as (tap,
+// channel)), 16-bit or 32-bit values moved as they are (ELEMENT_T: ushort for fp16 weights, uint for fp32).
+// global (round_up(C·T, ls), O): one output value a work-item, written in order.
+#ifndef ELEMENT_T
+#define ELEMENT_T ushort
+#endif
+__kernel void conv_weight_taps_first(__global const ELEMENT_T* restrict w, const int C, const int T,
+                                     __global ELEMENT_T* restrict out) {
+  const int i = get_global_id(0), o = get_global_id(1);
+  if (i >= C * T) return;
+  const int t = i / C, c = i - t * C;
+  out[o * C * T + i] = w[(o * C + c) * T + t];
+}

@@ -28,6 +28,12 @@
 // divides by the kernel size.
 // Bounds are checked everywhere (any M, N, K); rows and k beyond the matrix are zeros in both operands.
 //
+// Channels-last convolutions (mode 3): x is [in_h, in_w, C] fp16 (A_HALF) and the weight [N, KS, KS, C], so K runs
+// (ky, kx, c) and a K tile (C a multiple of TC_TK, slices whole tiles) is TC_TK channels of one tap: each pixel's
+// share is 16-byte chunks of 8 channels, loaded with one bounds test and stored like the weights' chunks, where
+// mode 2 spends a table read, a bit test and an address on every value (what bounds that mode's K step:
+// docs/PERFORMANCE.md, 2026-12-07). The tile's layout is mode 2's, so the products and the epilogue are too.
+//
 // Layer norm in the gather (mode 0, ln_gamma set): A's rows are normalised over all K as they are loaded,
 // A'(m, k) = (A(m, k) - mean_m) * rstd_m * ln_gamma[k] + ln_beta[k] with torch.nn.LayerNorm's biased variance, so
 // the normalised matrix is never written and its launch is saved. Each work-group first computes the mean and
@@ -86,11 +92,14 @@
 #ifndef GATHER_NORM  // 1 (modes 1, 2): the gather applies norm_mode's group norm (+SiLU)
 #define GATHER_NORM 0
 #endif
-#if GATHER_NORM && A_MODE == 0
+#if GATHER_NORM && (A_MODE == 0 || A_MODE == 3)
 #error "the group norm is applied in the convolutions' gathers only"
 #endif
 #ifndef A_HALF  // 1 (modes 1, 2): A holds fp16 values (raw 16-bit patterns), gathered into the tile as they are
 #define A_HALF 0
+#endif
+#if A_MODE == 3 && (!A_HALF || !defined(CONV_KS))
+#error "the channels-last convolution (mode 3) reads fp16 activations (A_HALF) and needs CONV_KS"
 #endif
 #if A_HALF && (A_MODE == 0 || GATHER_NORM)
 #error "fp16 activations are read by the convolutions' gathers only, and never normalised there"
@@ -116,7 +125,7 @@
 #ifndef C_TRANSPOSED
 #define C_TRANSPOSED 0
 #endif
-#if C_TRANSPOSED && (A_MODE == 2 || C_HALF || GEGLU || RESIDUAL_BEFORE_ACT)
+#if C_TRANSPOSED && (A_MODE == 2 || A_MODE == 3 || C_HALF || GEGLU || RESIDUAL_BEFORE_ACT)
 #error "C_TRANSPOSED is a plain fp32 epilogue of a linear product or a 1x1 convolution"
 #endif
 #if C_HALF && A_MODE != 0
@@ -190,10 +199,13 @@
 #if (TW * KQ) % NTHREADS != 0
 #error "the weight tile must split into whole 8-half chunks per work-item"
 #endif
+#if A_MODE == 3 && (TP * KQ) % NTHREADS != 0
+#error "the channels-last pixel tile must split into whole 8-channel chunks per work-item"
+#endif
 #if A_MODE == 0 && (TP * KF) % NTHREADS != 0
 #error "the activation tile must split into whole float4 chunks per work-item"
 #endif
-#if A_MODE != 0 && (NTHREADS % TP != 0 || (TC_TK / 2) % (NTHREADS / TP) != 0)
+#if (A_MODE == 1 || A_MODE == 2) && (NTHREADS % TP != 0 || (TC_TK / 2) % (NTHREADS / TP) != 0)
 #error "the pixel tile must give every work-item one pixel and a whole share of the TC_TK / 2 k pairs"
 #endif
 
@@ -455,6 +467,19 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // registers held across the products raised the 64×64 tile's count past 128 (clang's NVPTX build: 122 → 130).
   __local float2 ln_rows[TP];
   if (ln_gamma) layer_norm_rows(A + a_off, lda, M, K, m0, tid, ln_eps, ln_rows, (__local float*)p_tile);
+#elif A_MODE == 3
+#define C_CHUNKS (TP * KQ / NTHREADS)  // 8-channel chunks of the pixel tile per work-item (as W_CHUNKS)
+  uint4 creg[C_CHUNKS];
+  // Each chunk's pixel is the same at every K step: its top-left tap, far outside the map beyond M.
+  int c_iy0[C_CHUNKS], c_ix0[C_CHUNKS];
+  const int c_channels = K / (CONV_KS * CONV_KS);
+  UNROLL_FOR_PTX
+  for (int i = 0; i < C_CHUNKS; ++i) {
+    const int m = m0 + ((tid + i * NTHREADS) >> KQ_SHIFT);
+    const int oy = m / out_w, ox = m - (m / out_w) * out_w;
+    c_iy0[i] = m < M ? oy * stride - pad_top : -(1 << 28);
+    c_ix0[i] = ox * stride - pad_left;
+  }
 #else
 #define P_STEP (NTHREADS / TP)        // work-items per pixel
 #define P_PAIRS (TC_TK / 2 / P_STEP)  // k pairs per work-item: consecutive ones, stored with one 16-byte store per 4
@@ -616,6 +641,12 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         *(__local uint2*)&Ps[(chunk >> KF_SHIFT) * LDW + (chunk & (KF - 1)) * 2] =
             (uint2)(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
       }
+#elif A_MODE == 3
+      UNROLL_FOR_PTX
+      for (int i = 0; i < C_CHUNKS; ++i) {
+        const int chunk = tid + i * NTHREADS;
+        *(__local uint4*)&Ps[(chunk >> KQ_SHIFT) * LDW + (chunk & (KQ - 1)) * 4] = creg[i];
+      }
 #else
       // A warp's work-items hold consecutive pixels (rows of the tile, LDW words apart) at the same k: one word
       // each would put 4 of them on every bank (LDW = 20 or 36); 16 bytes each, 8 rows at a time, meet no conflict.
@@ -677,6 +708,20 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
           float v[4];
           for (int e = 0; e < 4; ++e) v[e] = (m < M && k + e < k_stop) ? src[e] : 0.0f;
           preg[i] = (float4)(v[0], v[1], v[2], v[3]);
+        }
+      }
+#elif A_MODE == 3
+      {
+        // The K tile is TC_TK channels of one tap (the host checks that C is a multiple of TC_TK).
+        const int tap = k0 / c_channels, c0 = k0 - tap * c_channels;
+        const int ky = tap / CONV_KS, kx = tap - ky * CONV_KS;
+        UNROLL_FOR_PTX
+        for (int i = 0; i < C_CHUNKS; ++i) {
+          const int q = (tid + i * NTHREADS) & (KQ - 1);
+          const int iy = c_iy0[i] + ky, ix = c_ix0[i] + kx;
+          creg[i] = (uint4)(0u);  // +0.0 in fp16: the padding, and k beyond the slice
+          if ((uint)iy < (uint)in_h && (uint)ix < (uint)in_w && k0 + q * 8 < k_stop)
+            creg[i] = *(__global const uint4*)(A + a_off + (iy * in_w + ix) * c_channels + c0 + q * 8);
         }
       }
 #else

@@ -269,6 +269,27 @@ inline float affine_silu(const float x, const float scale, const float shift, co
 DEFINE_CHANNEL_AFFINE(, float, STORE_F32, STORE_F32_4)
 DEFINE_CHANNEL_AFFINE(_half, half, STORE_F16, STORE_F16_4)
 
+// The same values as channel_affine_apply_half, written channels-last for gemm_tc.cl's mode 3: x [C, S] fp32 →
+// y [S, C] fp16 (rounded to nearest even), through a 32 × 32 tile in local memory so that the reads (along S) and
+// the writes (along C) are both coalesced. global (round_up(S, 32), round_up(C, 32) / 4), local (32, 8): a
+// work-item moves four values.
+__kernel __attribute__((reqd_work_group_size(32, 8, 1))) void channel_affine_apply_channels_last(
+    __global const float* restrict x, __global const float* restrict affine, const int S, const int C, const int silu,
+    __global half* restrict y) {
+  __local float tile[32][33];
+  const int lx = get_local_id(0), ly = get_local_id(1);
+  const int s0 = get_group_id(0) * 32, c0 = get_group_id(1) * 32;
+  for (int j = 0; j < 32; j += 8) {
+    const int c = c0 + ly + j, s = s0 + lx;
+    if (c < C && s < S) tile[ly + j][lx] = affine_silu(x[c * S + s], affine[2 * c], affine[2 * c + 1], silu);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int j = 0; j < 32; j += 8) {
+    const int s = s0 + ly + j, c = c0 + lx;
+    if (c < C && s < S) vstore_half_rte(tile[lx][ly + j], s * C + c, y);
+  }
+}
+
 // y = (x - mean) * rstd * gamma[c] + beta[c], then SiLU if silu.
 // x, y: [C, S]; stats: [G, 2]; gamma, beta: [C]. global (round_up(S, ls), C).
 __kernel void group_norm_apply(__global const float* restrict x, __global const float* restrict stats,

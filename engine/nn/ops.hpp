@@ -4,6 +4,7 @@
 // the op and the shapes when they do not fit.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,23 @@ struct ConvFusion {
 };
 Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& geometry,
               const ConvFusion& fusion);
+
+// A convolution of a group-normalised input, channels-last on the tensor cores (gemm_tc.cl's mode 3): the norm's
+// apply writes the normalised x as [H, W, C] fp16 (apply_channel_affine_channels_last), and the product loads each
+// pixel's 8 channels of a K tile with one 16-byte load, where conv2d's gather spends a table read, a bit test and an
+// address on every value. The weight is taken with its taps first (conv_weight_taps_first), so that K runs (ky, kx,
+// c). The same function as conv2d(x, w, b, geometry, fusion) up to the order of the fp32 sums.
+//   conv_weight_taps_first: w [O, C, k, k] → [O, k, k, C], the same storage
+//   apply_channel_affine_channels_last: x [C, H, W] fp32, affine [C, 2] → [H, W, C] fp16 (rounded to nearest even)
+//   conv2d_channels_last: x [C, H, W] fp32, w_taps [O, k, k, C] fp16, b [O] or null, fusion with its input_norm →
+//                         [O, H', W'] fp32; nullopt where it cannot run (no tensor-core path, an upsampling read,
+//                         C not a multiple of the product's K step: nothing enqueued; a program the driver refuses:
+//                         the apply was enqueued in vain), for the caller to run conv2d instead.
+// Not yet taken by the models (docs/PERFORMANCE.md, 2026-12-07: the measured floor of this form).
+Tensor conv_weight_taps_first(cl::Context& ctx, const Tensor& w);
+Tensor apply_channel_affine_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu);
+std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& w_taps, const Tensor* b,
+                                           const ConvGeometry& geometry, const ConvFusion& fusion);
 
 // Winograd convolution F(m×m, 3×3) (kernels/winograd.cl) for 3×3 kernels with stride 1, any padding and the
 // upsample2x read: the same function as conv2d up to rounding (its error against direct convolution is measured

@@ -23,7 +23,7 @@ using detail::GemmProblem;
 // The build options that say how A is read (and the conv kernel size with it).
 std::string mode_defines(const GemmProblem& p) {
   std::string defines = " -DA_MODE=" + std::to_string(static_cast<int>(p.mode));
-  if (p.mode == GemmMode::Conv) defines += " -DCONV_KS=" + std::to_string(p.ks);
+  if (p.mode == GemmMode::Conv || p.mode == GemmMode::ConvChannelsLast) defines += " -DCONV_KS=" + std::to_string(p.ks);
   return defines;
 }
 
@@ -39,6 +39,23 @@ detail::GemmOperands operands(const Tensor& a, const Tensor& w, const Tensor* bi
   o.bias_half = bias && bias->dtype == DType::F16;
   o.a_half = a.dtype == DType::F16;
   return o;
+}
+
+// The output map of a k×k convolution of x [C, H, W] (read as its nearest-2× upsampling with g.upsample2x) with
+// the geometry g, which it checks first.
+std::pair<std::int64_t, std::int64_t> conv_output_size(const std::string& op, const Tensor& x, int k,
+                                                       const ConvGeometry& g) {
+  if (g.stride < 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
+    fail(op, "unsupported geometry: stride " + std::to_string(g.stride) + ", padding (top " +
+                 std::to_string(g.pad_top) + ", bottom " + std::to_string(g.pad_bottom) + ", left " +
+                 std::to_string(g.pad_left) + ", right " + std::to_string(g.pad_right) + ")");
+  const int up = g.upsample2x ? 2 : 1;
+  const std::int64_t padded_h = x.dim(1) * up + g.pad_top + g.pad_bottom;
+  const std::int64_t padded_w = x.dim(2) * up + g.pad_left + g.pad_right;
+  if (padded_h < k || padded_w < k)
+    fail(op, describe("x", x) + " with this padding is smaller than the " + std::to_string(k) + "×" +
+                 std::to_string(k) + " kernel");
+  return {(padded_h - k) / g.stride + 1, (padded_w - k) / g.stride + 1};
 }
 
 void check_residual(const std::string& op, const Tensor* residual, const std::vector<std::int64_t>& shape) {
@@ -139,6 +156,8 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
     return false;
   }
   const int kTk = config.tk;  // gemm_tc.cl's K step
+  // Mode 3: a K tile is kTk channels of one tap, loaded 8 channels (16 bytes) at a time.
+  if (p.mode == GemmMode::ConvChannelsLast && ((p.K / (p.ks * p.ks)) % kTk != 0 || p.a_off % 8 != 0)) return false;
   // Activation rows (m) and weight rows (n) per work-group: mma rows are m in linear layers, n in convolutions.
   const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
   const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;
@@ -160,9 +179,11 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   const cl::Range global(m_groups * config.threads(), n_groups, splits);
   const cl::Range local(config.threads(), 1, 1);
   // The reduction only depends on A_MODE and BIAS_HALF: the gemm.cl program of this mode's own row (its options
-  // made only where a reduction runs).
+  // made only where a reduction runs); mode 3 lays its outputs out as mode 2 does and takes mode 2's.
+  GemmProblem reduce_p = p;
+  if (p.mode == GemmMode::ConvChannelsLast) reduce_p.mode = GemmMode::Conv;
   const std::string reduce_options = splits > 1 && !fused
-                                         ? ctx.tuning().gemm(p.mode).defines() + mode_defines(p) +
+                                         ? ctx.tuning().gemm(reduce_p.mode).defines() + mode_defines(reduce_p) +
                                                " -DWEIGHT_HALF=1 -DBIAS_HALF=" + (o.bias_half ? "1" : "0")
                                          : std::string();
   launch_gemm(ctx, kernel, global, local, p, o, act, splits, k_chunk, reduce_options, true, fused);
@@ -207,7 +228,10 @@ bool detail::run_gemm_on_tensor_cores(cl::Context& ctx, const GemmProblem& p, co
     fail("gemm",
          "a GEGLU epilogue takes a linear product of an even number of columns, without residual, activation "
          "or fp16 output");
-  if (o.c_transposed && (p.mode == GemmMode::Conv || o.c_half || o.geglu || o.act_after_residual))
+  if (p.mode == GemmMode::ConvChannelsLast && (!o.a_half || o.input_norm))
+    fail("gemm", "a channels-last convolution reads its input in fp16, normalised before");
+  if (o.c_transposed &&
+      (p.mode == GemmMode::Conv || p.mode == GemmMode::ConvChannelsLast || o.c_half || o.geglu || o.act_after_residual))
     fail("gemm", "a transposed output is a plain linear product's or 1x1 convolution's, in fp32");
   const TensorCores path = ctx.tuning().tensor_core_path(o.b_half || o.fp16_products);
   return path != TensorCores::Off && run_gemm_tc(ctx, p, o, act, path == TensorCores::Ptx);
@@ -267,6 +291,8 @@ bool launch_stream_k(cl::Context& ctx, const GemmProblem& p, const detail::GemmO
 void detail::run_gemm(cl::Context& ctx, const GemmProblem& p, const GemmOperands& o, Act act) {
   if (o.ln_gamma) fail("gemm", "a layer norm in the gather needs the tensor-core kernel (run_gemm_on_tensor_cores)");
   if (run_gemm_on_tensor_cores(ctx, p, o, act)) return;
+  if (p.mode == GemmMode::ConvChannelsLast)
+    fail("gemm", "a channels-last convolution runs on the tensor cores only (conv2d_channels_last)");
   if (o.a_half) fail("gemm", "fp16 activations are read by the tensor-core convolution only");
   if (o.c_half) fail("gemm", "fp16 outputs are written by the tensor-core kernel only (run_gemm_on_tensor_cores)");
   if (o.geglu) fail("gemm", "a GEGLU epilogue is the tensor-core kernel's only (run_gemm_on_tensor_cores)");
@@ -532,17 +558,7 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   const int k = static_cast<int>(w.dim(2));
   detail::require_weight(op, "w", w, {w.dim(0), C, k, k});
   if (b) detail::require_weight(op, "b", *b, {w.dim(0)});
-  if (g.stride < 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
-    fail(op, "unsupported geometry: stride " + std::to_string(g.stride) + ", padding (top " +
-                 std::to_string(g.pad_top) + ", bottom " + std::to_string(g.pad_bottom) + ", left " +
-                 std::to_string(g.pad_left) + ", right " + std::to_string(g.pad_right) + ")");
-  const int up = g.upsample2x ? 2 : 1;
-  const std::int64_t H = x.dim(1) * up, W = x.dim(2) * up;
-  const std::int64_t padded_h = H + g.pad_top + g.pad_bottom, padded_w = W + g.pad_left + g.pad_right;
-  if (padded_h < k || padded_w < k)
-    fail(op, describe("x", x) + " with this padding is smaller than the " + std::to_string(k) + "×" +
-                 std::to_string(k) + " kernel");
-  const std::int64_t out_h = (padded_h - k) / g.stride + 1, out_w = (padded_w - k) / g.stride + 1;
+  const auto [out_h, out_w] = conv_output_size(op, x, k, g);
   const std::vector<std::int64_t> out_shape{w.dim(0), out_h, out_w};
   check_residual(op, fusion.residual, out_shape);
   if (fusion.input_norm) {
@@ -610,6 +626,73 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     o.a_half = false;
   }
   if (!done) detail::run_gemm(ctx, p, o, product_act);
+  return out;
+}
+
+Tensor conv_weight_taps_first(cl::Context& ctx, const Tensor& w) {
+  const std::string op = "conv_weight_taps_first";
+  if (!w.defined() || w.rank() != 4 || w.dim(2) != w.dim(3) || w.dim(0) <= 0 || w.dim(1) <= 0 || w.dim(2) <= 0)
+    fail(op, "expected w [O, C, k, k], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
+  detail::require_int_indexable(op, w);
+  const std::int64_t O = w.dim(0), C = w.dim(1), T = w.dim(2) * w.dim(3);
+  Tensor out;  // a weight: a buffer of its own, outside the activations' pool
+  out.shape = {O, w.dim(2), w.dim(3), C};
+  out.dtype = w.dtype;
+  out.buffer = ctx.persistent(out.bytes());
+  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
+                                w.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
+  const std::size_t local = detail::fit_local(ctx, kernel, 256);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
+             cl::Range(local, 1), w.buffer, static_cast<int>(C), static_cast<int>(T), out.buffer);
+  return out;
+}
+
+std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& w_taps, const Tensor* b,
+                                           const ConvGeometry& g, const ConvFusion& fusion) {
+  const std::string op = "conv2d_channels_last";
+  detail::require_activation(op, "x", x, 3);
+  const std::int64_t C = x.dim(0);
+  if (!w_taps.defined() || w_taps.rank() != 4 || w_taps.dim(3) != C || w_taps.dim(1) != w_taps.dim(2) ||
+      (w_taps.dim(1) != 1 && w_taps.dim(1) != 3) || w_taps.dim(0) <= 0 || w_taps.dtype != DType::F16)
+    fail(op, "expected fp16 w_taps [O, k, k, " + std::to_string(C) + "] with k 1 or 3 (conv_weight_taps_first) for " +
+                 describe("x", x) + ", got " +
+                 (w_taps.defined() ? describe("w_taps", w_taps) : std::string("nothing")));
+  const int k = static_cast<int>(w_taps.dim(1));
+  if (b) detail::require_weight(op, "b", *b, {w_taps.dim(0)});
+  if (!fusion.input_norm)
+    fail(op, "the channels-last input is written by its group norm's apply: give fusion.input_norm");
+  if (fusion.input_norm->rank() != 2 || fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
+    fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
+  const auto [out_h, out_w] = conv_output_size(op, x, k, g);
+  if (g.upsample2x || C % 8 != 0 || detail::portable_gemm(ctx, true)) return std::nullopt;
+  const std::vector<std::int64_t> out_shape{w_taps.dim(0), out_h, out_w};
+  check_residual(op, fusion.residual, out_shape);
+  if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w_taps", w_taps));
+
+  // A K tile is one tap's channels (gemm_tc.cl's mode 3): known before the norm's apply is enqueued for nothing.
+  const int M = static_cast<int>(out_h * out_w), N = static_cast<int>(w_taps.dim(0));
+  if (C % ctx.tuning().tensor_core_tiles(GemmMode::ConvChannelsLast, M, N).tk != 0) return std::nullopt;
+  const Tensor input = apply_channel_affine_channels_last(ctx, x, *fusion.input_norm, fusion.input_silu);
+  Tensor out = empty(ctx, out_shape);
+  detail::require_int_indexable(op, out);
+  GemmProblem p;
+  p.mode = GemmMode::ConvChannelsLast;
+  p.ks = k;
+  p.M = M;
+  p.N = N;
+  p.K = static_cast<int>(C * k * k);
+  p.ldb = p.K;
+  p.ldc = p.M;
+  p.in_h = static_cast<int>(x.dim(1));
+  p.in_w = static_cast<int>(x.dim(2));
+  p.out_w = static_cast<int>(out_w);
+  p.stride = g.stride;
+  p.pad_top = g.pad_top;
+  p.pad_left = g.pad_left;
+  detail::GemmOperands o = operands(input, w_taps, b, fusion.residual, out);
+  o.act_after_residual = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
+  if (!detail::run_gemm_on_tensor_cores(ctx, p, o, fusion.act)) return std::nullopt;
   return out;
 }
 

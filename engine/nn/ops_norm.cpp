@@ -154,6 +154,23 @@ Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& aff
   return out;
 }
 
+Tensor apply_channel_affine_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu) {
+  const std::string op = "apply_channel_affine_channels_last";
+  detail::require_activation(op, "x", x, 3);
+  if (!affine.defined() || affine.rank() != 2 || affine.dim(0) != x.dim(0) || affine.dim(1) != 2)
+    detail::fail(op, "expected affine [" + std::to_string(x.dim(0)) + ", 2] for " + detail::describe("x", x) +
+                         ", got " + (affine.defined() ? detail::describe("affine", affine) : std::string("nothing")));
+  detail::require_activation(op, "affine", affine, 2);
+  const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
+  Tensor out = empty(ctx, {x.dim(1), x.dim(2), C}, DType::F16);
+  cl_kernel kernel = ctx.kernel("norm", "channel_affine_apply_channels_last", " -DGAMMA_HALF=0 -DBETA_HALF=0");
+  ctx.launch(
+      kernel,
+      cl::Range(cl::round_up(static_cast<std::size_t>(S), 32), cl::round_up(static_cast<std::size_t>(C), 32) / 4),
+      cl::Range(32, 8), x.buffer, affine.buffer, static_cast<int>(S), static_cast<int>(C), silu ? 1 : 0, out.buffer);
+  return out;
+}
+
 Tensor layer_norm(cl::Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   const std::string op = "layer_norm";
   detail::require_activation(op, "x", x, 2);

@@ -668,8 +668,9 @@ TcConfig Tuning::stepped_where_it_fits(const TcConfig& tile, int tk) const {
 TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
   if (effective_.tensor_core_tiles) return *effective_.tensor_core_tiles;
   const TensorCoreRow& tc = row_->tensor_cores;
-  if (mode == GemmMode::Conv && tc.narrow && N <= tc.narrow->tm && fits(*tc.narrow)) return *tc.narrow;
-  if (mode == GemmMode::Conv && N > 64) {
+  const bool conv = mode == GemmMode::Conv || mode == GemmMode::ConvChannelsLast;  // the same tiles either way
+  if (conv && tc.narrow && N <= tc.narrow->tm && fits(*tc.narrow)) return *tc.narrow;
+  if (conv && N > 64) {
     // The row's convolution tile where its rows (output channels) divide the layer's channels, so that no tile
     // computes padding; an override (SDT_TC_CONV_TILE) wherever the big tile would run.
     const auto& forced = effective_.tensor_core_conv_tiles;
@@ -682,7 +683,7 @@ TcConfig Tuning::row_tensor_core_tiles(GemmMode mode, int M, int N) const {
     return mode == GemmMode::Linear ? stepped_where_it_fits(tile, tc.linear_tk) : tile;
   };
   if (M <= 64 || N <= 64 || !fits(tc.big)) return linear(tc.small);
-  if (mode == GemmMode::Conv) return tc.big;
+  if (conv) return tc.big;
   // Rows of the mma are m for linear layers and n for convolutions; both tiles are square, so the count of
   // work-groups is the same either way.
   return linear(fills_device(M, N, tc.big.tm, tc.big.tn, tc.big_groups_per_unit) ? tc.big : tc.small);

@@ -45,6 +45,8 @@ enum class GemmMode : int {
   Linear = 0,   // x [M, K] · wᵀ → [M, N]
   Conv1x1 = 1,  // 1×1 convolution, stride 1, no padding: x [C, H·W] read directly → [N, M]
   Conv = 2,     // k×k convolution as implicit GEMM (im2col tiles in local memory) → [N, M]
+  // k×k convolution of a channels-last fp16 input [H, W, C] with K as (ky, kx, c) (gemm_tc.cl only) → [N, M]
+  ConvChannelsLast = 3,
 };
 
 // kernels/gemm.cl: a tm × tn tile of C per work-group, wm × wn outputs per work-item held in chunks of vw

@@ -120,6 +120,32 @@ TEST(KernelBench, DISABLED_ReportsThroughputAtSdTurboShapes) {
                4.0 * (512 * 64 * 64 + 512 * 128 * 128) + w.bytes());
       }
     }
+    // A group-normalised input (+SiLU) as the resnets' convolutions take it: conv2d's path (the norm applied by a
+    // launch of its own, then the im2col gather) against the channels-last one (the apply writes [H, W, C] fp16,
+    // the product loads 8 channels at a time: nn::conv2d_channels_last). Each time is both launches'.
+    for (const BenchConv& c : kBenchConvs) {
+      if (storage != DType::F16 || c.up || c.k != 3 || c.stride != 1 || c.C % 32 != 0 || c.O <= 3) continue;
+      if ((c.vae && !gpu) || !selected(std::string(c.name) + " normed")) continue;
+      const nn::Tensor x = random_tensor(ctx, {c.C, c.H, c.W}, 6);
+      const nn::Tensor w = random_weight(ctx, {c.O, c.C, 3, 3}, storage, 7);
+      const nn::Tensor b = random_weight(ctx, {c.O}, DType::F32, 8);
+      const nn::Tensor gamma = random_weight(ctx, {c.C}, DType::F32, 9),
+                       beta = random_weight(ctx, {c.C}, DType::F32, 10);
+      const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma, beta, 32, 1e-6f);
+      const nn::Tensor taps = nn::conv_weight_taps_first(ctx, w);
+      nn::ConvFusion fusion;
+      fusion.input_norm = &affine;
+      fusion.input_silu = true;
+      nn::ConvGeometry g;
+      g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = 1;
+      const double flops = 2.0 * c.O * c.H * c.W * c.C * 9;
+      const double bytes = 4.0 * (c.C * c.H * c.W + c.O * c.H * c.W) + w.bytes();
+      report(std::string(c.name) + " normed " + st, time_op(ctx, [&] { nn::conv2d(ctx, x, w, &b, g, fusion); }), flops,
+             bytes);
+      if (!nn::conv2d_channels_last(ctx, x, taps, &b, g, fusion)) continue;  // not on this device's path
+      report(std::string(c.name) + " normed channels-last " + st,
+             time_op(ctx, [&] { (void)nn::conv2d_channels_last(ctx, x, taps, &b, g, fusion); }), flops, bytes);
+    }
     struct Lin {
       const char* name;
       int M, K, N;

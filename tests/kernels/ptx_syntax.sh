@@ -48,6 +48,9 @@ for ldsm in 0 1 2; do
       check gemm_tc.cl $common -DA_MODE=1 -DB_FLOAT=0 -DA_HALF=1 -DC_TRANSPOSED=1
       check gemm_tc.cl $common -DA_MODE=2 -DB_FLOAT=0 -DGATHER_NORM=1 -DCONV_KS=3
       check gemm_tc.cl $common -DA_MODE=2 -DB_FLOAT=0 -DA_HALF=1 -DRESIDUAL_BEFORE_ACT=1 -DCONV_KS=3
+      # channels-last convolutions (fp16 input, taps first), 3x3 and 1x1
+      check gemm_tc.cl $common -DA_MODE=3 -DB_FLOAT=0 -DA_HALF=1 -DCONV_KS=3
+      check gemm_tc.cl $common -DA_MODE=3 -DB_FLOAT=0 -DA_HALF=1 -DCONV_KS=1 -DRESIDUAL_BEFORE_ACT=1
     done
   done
   check gemm_tc.cl $tile -DLDSM_MODE=$ldsm -DFUSED_SPLITK=1 -DSTREAM_K=1 -DA_MODE=0 -DB_FLOAT=0

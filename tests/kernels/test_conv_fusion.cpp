@@ -498,3 +498,168 @@ TEST(ConvFusion, TheNormIsARunTimeChoiceOfOneProgramInGemmAndWinograd) {
     }
   }
 }
+
+// ---- channels-last convolutions (nn::conv2d_channels_last, gemm_tc.cl's mode 3) ----
+
+TEST(ConvChannelsLast, TapsFirstWeightIsThePermutationOfTheWeight) {
+  // [O, C, k, k] → [O, k, k, C], every value moved as it is (fp32 here; fp16 weights take the same kernel with
+  // 16-bit elements, checked through the convolutions below).
+  auto& ctx = test::kernel_context();
+  for (const auto& [O, C, k] : {std::tuple{5, 7, 3}, std::tuple{3, 64, 3}, std::tuple{9, 33, 1}}) {
+    const auto host = test::random_floats(static_cast<std::size_t>(O) * C * k * k, 140 + C, -1.0f, 1.0f);
+    const nn::Tensor w = nn::upload_weight(ctx, host, {O, C, k, k}, DType::F32);
+    const nn::Tensor taps = nn::conv_weight_taps_first(ctx, w);
+    ASSERT_EQ(taps.shape, (std::vector<std::int64_t>{O, k, k, C}));
+    const std::vector<float> got = nn::download(ctx, taps);
+    std::size_t wrong = 0;
+    for (int o = 0; o < O; ++o)
+      for (int t = 0; t < k * k; ++t)
+        for (int c = 0; c < C; ++c)
+          wrong += std::memcmp(&got[(static_cast<std::size_t>(o) * k * k + t) * C + c],
+                               &host[(static_cast<std::size_t>(o) * C + c) * k * k + t], 4) != 0;
+    EXPECT_EQ(wrong, 0u) << O << "x" << C << "x" << k << "x" << k;
+  }
+}
+
+TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
+  // The normalised input written [H, W, C] in fp16 by its own launch, the weight taps first, each pixel's 8
+  // channels one 16-byte load: against the reference loops of group norm (+SiLU) then convolution, at the fp16
+  // activations' bound (kTcRtol). Odd maps (partial pixel tiles, rows that wrap inside a tile), padding 1 and 2,
+  // stride 2, a 1×1, channels 32 to 128 (one to four K tiles a tap), a residual, ReLU, act(conv + residual); on the
+  // 64×64 tile unsplit, in 3 slices summed by the kernel and by the reduce launch, and on the 256×64 tile. The
+  // launches say which kernels ran; the output is poisoned first.
+  auto& ctx = test::kernel_context();
+  struct Case {
+    const char* name;
+    ref::ConvShape s;
+    int groups;
+    Act act;
+    bool residual, act_after_residual;
+  };
+  const Case cases[] = {
+      {"resnet-64x9x11", shape(64, 9, 11, 48), 32, Act::None, true, false},
+      {"c32-7x13-relu", shape(32, 7, 13, 40), 8, Act::ReLU, false, false},
+      {"c128-6x5", shape(128, 6, 5, 72), 32, Act::None, false, false},
+      {"pad2", shape(64, 7, 9, 16, 3, 1, 2), 16, Act::None, false, false},
+      {"stride2", shape(32, 9, 8, 24, 3, 2, 1), 4, Act::None, false, false},
+      {"one-by-one", shape(64, 9, 7, 64, 1, 1, 0), 16, Act::None, true, false},
+      {"relu-after-residual", shape(32, 6, 6, 32), 8, Act::ReLU, true, true},
+  };
+  struct Setting {
+    cl::TcConfig tile;
+    std::optional<int> splits;
+    std::optional<bool> fused;
+  };
+  const Setting settings[] = {{cl::TcConfig{64, 64, 2, 2}, {}, {}},
+                              {cl::TcConfig{64, 64, 2, 2}, 3, true},
+                              {cl::TcConfig{64, 64, 2, 2}, 3, false},
+                              {cl::TcConfig{256, 64, 4, 2}, {}, {}}};
+  for (const Setting& setting : settings) {
+    const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
+      o.tensor_core_tiles = setting.tile;
+      o.gemm_splits = setting.splits;
+      o.fused_splitk = setting.fused;
+    });
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << c.name << ", tile " << setting.tile.tm << "x" << setting.tile.tn << ", "
+                                      << setting.splits.value_or(1) << " slice(s)"
+                                      << (setting.fused.value_or(false) ? " summed in the kernel" : ""));
+      const test::ConvLayer l = test::make_conv_layer(ctx, c.s, DType::F16, 150 + c.s.C);
+      const test::InputNorm norm = test::make_input_norm(ctx, l, c.groups, true, 151, 152);
+      nn::ConvFusion fusion;
+      test::set_input_norm(fusion, norm);
+      fusion.act = c.act;
+      fusion.residual = c.residual ? &l.residual : nullptr;
+      fusion.act_after_residual = c.act_after_residual;
+      const nn::Tensor taps = nn::conv_weight_taps_first(ctx, l.w.tensor);
+      const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
+      const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
+      ctx.set_recording(true);
+      ctx.collect_timings();
+      const std::optional<nn::Tensor> y =
+          nn::conv2d_channels_last(ctx, l.x, taps, &l.b.tensor, test::geometry(c.s), fusion);
+      std::vector<std::string> kernels;
+      for (const auto& t : ctx.collect_timings())
+        if (!t.mark) kernels.push_back(t.kernel);
+      ctx.set_recording(false);
+      ASSERT_TRUE(y.has_value()) << "the channels-last convolution did not run";
+      ASSERT_GE(kernels.size(), 2u);
+      EXPECT_EQ(kernels[0], "channel_affine_apply_channels_last");
+      EXPECT_EQ(kernels[1], "gemm_tc");
+      if (setting.fused == false) {
+        EXPECT_EQ(kernels.size() > 2 ? kernels[2] : "", "gemm_splitk_reduce");
+      }
+      if (!c.act_after_residual) {
+        EXPECT_EQ(y->buffer.get(), poisoned);
+      }
+      ASSERT_EQ(y->shape, (std::vector<std::int64_t>{c.s.O, c.s.out_h(), c.s.out_w()}));
+      std::vector<float> expected = test::reference_conv(
+          l, &norm.params, test::to_ref(c.act_after_residual ? Act::None : c.act), true, c.residual);
+      if (c.act_after_residual)
+        for (float& v : expected) v = static_cast<float>(ref::act(v, test::to_ref(c.act)));
+      test::expect_close(ctx, *y, expected, kTcRtol, std::string("channels-last conv, ") + c.name);
+    }
+  }
+}
+
+TEST(ConvChannelsLast, SaysWhereItCannotRunAndRefusesBadOperands) {
+  // nullopt, nothing enqueued, where it cannot run: channels that are not a multiple of the K step, an upsampling
+  // read, the portable path; an error naming the operand for a weight that is not taps first or not fp16, or a
+  // missing input norm.
+  auto& ctx = test::kernel_context();
+  const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+    if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
+  });
+  const auto run = [&](const ref::ConvShape& s, bool with_norm = true, bool taps_first = true,
+                       DType storage = DType::F16) {
+    const test::ConvLayer l = test::make_conv_layer(ctx, s, storage, 160);
+    const test::InputNorm norm = test::make_input_norm(ctx, l, 8, true, 161, 162);
+    nn::ConvFusion fusion;
+    if (with_norm) test::set_input_norm(fusion, norm);
+    const nn::Tensor w = taps_first ? nn::conv_weight_taps_first(ctx, l.w.tensor)
+                                    : nn::upload_weight(ctx, l.w.values, {s.O, s.C, s.k, s.k}, storage);
+    ctx.set_recording(true);
+    ctx.collect_timings();
+    std::optional<nn::Tensor> y;
+    try {
+      y = nn::conv2d_channels_last(ctx, l.x, w, &l.b.tensor, test::geometry(s), fusion);
+    } catch (...) {
+      ctx.set_recording(false);  // the shared context's later tests count their own launches
+      throw;
+    }
+    const std::size_t launches = ctx.collect_timings().size();
+    ctx.set_recording(false);
+    return std::pair{std::move(y), launches};
+  };
+  {
+    const auto [y, launches] = run(shape(40, 6, 6, 16));  // 40 channels: no K step of 32 divides them
+    EXPECT_FALSE(y.has_value());
+    EXPECT_EQ(launches, 0u);
+  }
+  {
+    const auto [y, launches] = run(shape(32, 5, 6, 16, 3, 1, 1, true));
+    EXPECT_FALSE(y.has_value()) << "an upsampling read";
+    EXPECT_EQ(launches, 0u);
+  }
+  {
+    const test::TuningScope portable(ctx, [](cl::TuningOverrides& o) { o.tensor_cores = cl::TensorCores::Off; });
+    const auto [y, launches] = run(shape(32, 6, 6, 16));
+    EXPECT_FALSE(y.has_value()) << "the portable path";
+    EXPECT_EQ(launches, 0u);
+  }
+  const auto expect_error = [&](const char* what, auto&& call, const char* needle) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(needle), std::string::npos) << what << ": " << e.message();
+    }
+  };
+  expect_error(
+      "no input norm", [&] { run(shape(32, 6, 6, 16), false); }, "input_norm");
+  expect_error(
+      "weight as it is stored", [&] { run(shape(32, 6, 6, 16), true, false); }, "w_taps");
+  expect_error(
+      "fp32 weight", [&] { run(shape(32, 6, 6, 16), true, true, DType::F32); }, "fp16 w_taps");
+}

@@ -287,6 +287,32 @@ TEST(SmallShapes, TensorCoreStandInWithItsWideKStep) {
   check_conv("tc-wide-k-1x1", conv(100, 4, 5, 9, 1, 1, 0), DType::F16, false, 53, true);
 }
 
+TEST(SmallShapes, ChannelsLastConvolutionThroughTheTensorCoreStandIn) {
+  // nn::conv2d_channels_last: the weight reordered taps first, the norm's apply into [H, W, C] fp16 through its
+  // local tile (a map of 35 pixels: a partial tile), gemm_tc's mode 3 gather (the padding, a partial pixel tile,
+  // one tap a K tile), unsplit and split K (the reduce launch: the kernel's own sum is
+  // SmallShapesSummedInTheKernel's, which Oclgrind runs without its race check).
+  auto& ctx = test::kernel_context();
+  const GemmPath path(TensorCores::Emulated, cl::TcConfig{64, 64, 2, 2});
+  for (const int splits : {1, 3}) {
+    const Splits split(splits);
+    const ref::ConvShape s = conv(32, 5, 7, 9, 3, 1, 1);
+    const test::ConvLayer l = test::make_conv_layer(ctx, s, DType::F16, 54 + splits);
+    const test::InputNorm norm = test::make_input_norm(ctx, l, 8, true, 56, 57);
+    nn::ConvFusion fusion;
+    test::set_input_norm(fusion, norm);
+    fusion.residual = &l.residual;
+    const nn::Tensor taps = nn::conv_weight_taps_first(ctx, l.w.tensor);
+    const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(s.O) * s.out_h() * s.out_w() * 4);
+    const std::optional<nn::Tensor> y =
+        nn::conv2d_channels_last(ctx, l.x, taps, &l.b.tensor, test::geometry(s), fusion);
+    ASSERT_TRUE(y.has_value());
+    EXPECT_EQ(y->buffer.get(), poisoned);
+    test::expect_close(ctx, *y, test::reference_conv(l, &norm.params, ref::Act::None, true, true), 5e-3,
+                       "channels-last conv, " + std::to_string(splits) + " slice(s)");
+  }
+}
+
 TEST(SmallShapes, TensorCoreStandInWithALayerNormInItsGather) {
   // linear(layer_norm(x)) with the norm in gemm_tc's gather: the statistics' prologue (its local scratch and the
   // rows it writes), odd K and split K. Bound as in test_gemm_tc.cpp's check_linear_ln (fp16 rounding of values
