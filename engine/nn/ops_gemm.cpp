@@ -58,6 +58,28 @@ std::pair<std::int64_t, std::int64_t> conv_output_size(const std::string& op, co
   return {(padded_h - k) / g.stride + 1, (padded_w - k) / g.stride + 1};
 }
 
+// The product of a k×k convolution of x [C, H, W] into [O, out_h, out_w] with geometry g, in `mode`.
+GemmProblem conv_problem(GemmMode mode, const Tensor& x, std::int64_t O, int k, const ConvGeometry& g,
+                         std::int64_t out_h, std::int64_t out_w) {
+  GemmProblem p;
+  p.mode = mode;
+  p.ks = k;
+  p.M = static_cast<int>(out_h * out_w);
+  p.N = static_cast<int>(O);
+  p.K = static_cast<int>(x.dim(0) * k * k);
+  p.lda = p.M;  // mode 1: x [C, H·W]
+  p.ldb = p.K;
+  p.ldc = p.M;
+  p.in_h = static_cast<int>(x.dim(1));
+  p.in_w = static_cast<int>(x.dim(2));
+  p.out_w = static_cast<int>(out_w);
+  p.stride = g.stride;
+  p.pad_top = g.pad_top;
+  p.pad_left = g.pad_left;
+  p.upsample = g.upsample2x ? 1 : 0;
+  return p;
+}
+
 void check_residual(const std::string& op, const Tensor* residual, const std::vector<std::int64_t>& shape) {
   if (!residual) return;
   detail::require_activation(op, "residual", *residual);
@@ -577,10 +599,9 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
     if (detail::run_narrow_conv(ctx, *tile, x, w, b, g, fusion, out)) return out;
   }
 
-  GemmProblem p;
   const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
                          g.pad_right == 0 && !g.upsample2x;
-  p.mode = plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv;
+  GemmProblem p = conv_problem(plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv, x, w.dim(0), k, g, out_h, out_w);
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   // The norm goes into the k×k gather (gemm.cl's; gemm_tc's where the device's row says so); elsewhere x is
@@ -595,20 +616,6 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   if (fusion.input_norm && !gather_norm)
     normed = apply_channel_affine(ctx, x, *fusion.input_norm, fusion.input_silu, half_input ? DType::F16 : DType::F32);
   const Tensor& input = normed.defined() ? normed : x;
-  p.ks = k;
-  p.M = static_cast<int>(out_h * out_w);
-  p.N = static_cast<int>(w.dim(0));
-  p.K = static_cast<int>(C * k * k);
-  p.lda = p.M;  // mode 1: x [C, H·W]
-  p.ldb = p.K;
-  p.ldc = p.M;
-  p.in_h = static_cast<int>(x.dim(1));
-  p.in_w = static_cast<int>(x.dim(2));
-  p.out_w = static_cast<int>(out_w);
-  p.stride = g.stride;
-  p.pad_top = g.pad_top;
-  p.pad_left = g.pad_left;
-  p.upsample = g.upsample2x ? 1 : 0;
   detail::GemmOperands o = operands(input, w, b, fusion.residual, out);
   if (gather_norm) {
     o.input_norm = fusion.input_norm->buffer.get();
@@ -676,20 +683,7 @@ std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, co
   const Tensor input = apply_channel_affine_channels_last(ctx, x, *fusion.input_norm, fusion.input_silu);
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
-  GemmProblem p;
-  p.mode = GemmMode::ConvChannelsLast;
-  p.ks = k;
-  p.M = M;
-  p.N = N;
-  p.K = static_cast<int>(C * k * k);
-  p.ldb = p.K;
-  p.ldc = p.M;
-  p.in_h = static_cast<int>(x.dim(1));
-  p.in_w = static_cast<int>(x.dim(2));
-  p.out_w = static_cast<int>(out_w);
-  p.stride = g.stride;
-  p.pad_top = g.pad_top;
-  p.pad_left = g.pad_left;
+  const GemmProblem p = conv_problem(GemmMode::ConvChannelsLast, x, N, k, g, out_h, out_w);
   detail::GemmOperands o = operands(input, w_taps, b, fusion.residual, out);
   o.act_after_residual = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
   if (!detail::run_gemm_on_tensor_cores(ctx, p, o, fusion.act)) return std::nullopt;

@@ -205,6 +205,29 @@ TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
   }
 }
 
+// The tensor-core convolutions of a normalised input (the fp16 input below, the channels-last form at the end):
+// a layer with its norm's groups and epilogue, and the tiles and splits each runs on: both im2col tables (the
+// 64×64 tile of 128 work-items, the 256×64 of 256) with K as the row splits it (here: not), and on the smaller tile
+// K also in 3 slices summed by the kernel and by the reduce launch.
+namespace {
+struct TcConvCase {
+  const char* name;
+  ref::ConvShape s;
+  int groups;
+  Act act;
+  bool residual, act_after_residual;
+};
+struct TcConvSetting {
+  cl::TcConfig tile;
+  std::optional<int> splits;
+  std::optional<bool> fused;
+};
+const TcConvSetting kTcConvSettings[] = {{cl::TcConfig{64, 64, 2, 2}, {}, {}},
+                                         {cl::TcConfig{64, 64, 2, 2}, 3, true},
+                                         {cl::TcConfig{64, 64, 2, 2}, 3, false},
+                                         {cl::TcConfig{256, 64, 4, 2}, {}, {}}};
+}  // namespace
+
 TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) {
   // TensorCoreRow::half_normed_input: the norm's own launch writes fp16 (rounded to nearest even, as the gather
   // rounds) and gemm_tc reads the 16-bit values as they are (A_HALF). The tile gets the same bits, so the outputs
@@ -212,14 +235,7 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
   // pair, a 1×1 convolution (mode 1), maps of 4n and of odd pixel counts (the 4-wide and the 1-wide apply), with a
   // residual and act(conv + residual). The launches say which kernels ran.
   auto& ctx = test::kernel_context();
-  struct Case {
-    const char* name;
-    ref::ConvShape s;
-    int groups;
-    Act act;
-    bool residual, act_after_residual;
-  };
-  const Case cases[] = {
+  const TcConvCase cases[] = {
       {"resnet-64x9x11", shape(64, 9, 11, 48), 32, Act::None, true, false},
       {"4n-pixels-relu", shape(32, 8, 8, 40), 8, Act::ReLU, false, false},
       {"odd-k-pad2", shape(27, 7, 9, 13, 3, 1, 2), 9, Act::None, false, false},
@@ -228,20 +244,9 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
       {"one-by-one", shape(48, 9, 7, 64, 1, 1, 0), 16, Act::None, true, false},
       {"relu-after-residual", shape(24, 6, 6, 24), 8, Act::ReLU, true, true},
   };
-  struct Setting {
-    cl::TcConfig tile;
-    std::optional<int> splits;
-    std::optional<bool> fused;
-  };
-  // Both im2col tables with K as the row splits it (here: not); on the smaller tile, K also in 3 slices summed by
-  // the kernel and by the reduce launch.
-  const Setting settings[] = {{cl::TcConfig{64, 64, 2, 2}, {}, {}},
-                              {cl::TcConfig{64, 64, 2, 2}, 3, true},
-                              {cl::TcConfig{64, 64, 2, 2}, 3, false},
-                              {cl::TcConfig{256, 64, 4, 2}, {}, {}}};
-  for (const Setting& setting : settings) {
+  for (const TcConvSetting& setting : kTcConvSettings) {
     const cl::TcConfig& tile = setting.tile;
-    for (const Case& c : cases) {
+    for (const TcConvCase& c : cases) {
       SCOPED_TRACE(testing::Message() << c.name << ", tile " << tile.tm << "x" << tile.tn << ", "
                                       << setting.splits.value_or(1) << " slice(s)"
                                       << (setting.fused.value_or(false) ? " summed in the kernel" : ""));
@@ -529,14 +534,7 @@ TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
   // 64×64 tile unsplit, in 3 slices summed by the kernel and by the reduce launch, and on the 256×64 tile. The
   // launches say which kernels ran; the output is poisoned first.
   auto& ctx = test::kernel_context();
-  struct Case {
-    const char* name;
-    ref::ConvShape s;
-    int groups;
-    Act act;
-    bool residual, act_after_residual;
-  };
-  const Case cases[] = {
+  const TcConvCase cases[] = {
       {"resnet-64x9x11", shape(64, 9, 11, 48), 32, Act::None, true, false},
       {"c32-7x13-relu", shape(32, 7, 13, 40), 8, Act::ReLU, false, false},
       {"c128-6x5", shape(128, 6, 5, 72), 32, Act::None, false, false},
@@ -545,23 +543,14 @@ TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
       {"one-by-one", shape(64, 9, 7, 64, 1, 1, 0), 16, Act::None, true, false},
       {"relu-after-residual", shape(32, 6, 6, 32), 8, Act::ReLU, true, true},
   };
-  struct Setting {
-    cl::TcConfig tile;
-    std::optional<int> splits;
-    std::optional<bool> fused;
-  };
-  const Setting settings[] = {{cl::TcConfig{64, 64, 2, 2}, {}, {}},
-                              {cl::TcConfig{64, 64, 2, 2}, 3, true},
-                              {cl::TcConfig{64, 64, 2, 2}, 3, false},
-                              {cl::TcConfig{256, 64, 4, 2}, {}, {}}};
-  for (const Setting& setting : settings) {
+  for (const TcConvSetting& setting : kTcConvSettings) {
     const test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
       if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
       o.tensor_core_tiles = setting.tile;
       o.gemm_splits = setting.splits;
       o.fused_splitk = setting.fused;
     });
-    for (const Case& c : cases) {
+    for (const TcConvCase& c : cases) {
       SCOPED_TRACE(testing::Message() << c.name << ", tile " << setting.tile.tm << "x" << setting.tile.tn << ", "
                                       << setting.splits.value_or(1) << " slice(s)"
                                       << (setting.fused.value_or(false) ? " summed in the kernel" : ""));
