@@ -41,26 +41,10 @@ detail::GemmOperands operands(const Tensor& a, const Tensor& w, const Tensor* bi
   return o;
 }
 
-// The output map of a k×k convolution of x [C, H, W] (read as its nearest-2× upsampling with g.upsample2x) with
-// the geometry g, which it checks first.
-std::pair<std::int64_t, std::int64_t> conv_output_size(const std::string& op, const Tensor& x, int k,
-                                                       const ConvGeometry& g) {
-  if (g.stride < 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
-    fail(op, "unsupported geometry: stride " + std::to_string(g.stride) + ", padding (top " +
-                 std::to_string(g.pad_top) + ", bottom " + std::to_string(g.pad_bottom) + ", left " +
-                 std::to_string(g.pad_left) + ", right " + std::to_string(g.pad_right) + ")");
-  const int up = g.upsample2x ? 2 : 1;
-  const std::int64_t padded_h = x.dim(1) * up + g.pad_top + g.pad_bottom;
-  const std::int64_t padded_w = x.dim(2) * up + g.pad_left + g.pad_right;
-  if (padded_h < k || padded_w < k)
-    fail(op, describe("x", x) + " with this padding is smaller than the " + std::to_string(k) + "×" +
-                 std::to_string(k) + " kernel");
-  return {(padded_h - k) / g.stride + 1, (padded_w - k) / g.stride + 1};
-}
-
-// The product of a k×k convolution of x [C, H, W] into [O, out_h, out_w] with geometry g, in `mode`.
-GemmProblem conv_problem(GemmMode mode, const Tensor& x, std::int64_t O, int k, const ConvGeometry& g,
-                         std::int64_t out_h, std::int64_t out_w) {
+// The product of a k×k convolution of x [C, H, W] into out_shape [O, H', W'] with geometry g, in `mode`.
+GemmProblem conv_problem(GemmMode mode, const Tensor& x, int k, const ConvGeometry& g,
+                         const std::vector<std::int64_t>& out_shape) {
+  const std::int64_t O = out_shape[0], out_h = out_shape[1], out_w = out_shape[2];
   GemmProblem p;
   p.mode = mode;
   p.ks = k;
@@ -86,6 +70,34 @@ void check_residual(const std::string& op, const Tensor* residual, const std::ve
   if (residual->shape != shape)
     fail(op,
          "residual must have the output's shape " + shape_string(shape) + ", got " + describe("residual", *residual));
+}
+
+// [O, H', W'], the output of a k×k convolution of x [C, H, W] (read as its nearest-2× upsampling with
+// g.upsample2x) into O channels by the weight `w` (named `w_name` in errors), after checking the geometry, the
+// fusion's residual and input norm against it, and that the product's indices fit 32 bits.
+std::vector<std::int64_t> conv_output_shape(const std::string& op, const Tensor& x, const char* w_name, const Tensor& w,
+                                            std::int64_t O, int k, const ConvGeometry& g, const ConvFusion& fusion) {
+  if (g.stride < 1 || g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0)
+    fail(op, "unsupported geometry: stride " + std::to_string(g.stride) + ", padding (top " +
+                 std::to_string(g.pad_top) + ", bottom " + std::to_string(g.pad_bottom) + ", left " +
+                 std::to_string(g.pad_left) + ", right " + std::to_string(g.pad_right) + ")");
+  const int up = g.upsample2x ? 2 : 1;
+  const std::int64_t padded_h = x.dim(1) * up + g.pad_top + g.pad_bottom;
+  const std::int64_t padded_w = x.dim(2) * up + g.pad_left + g.pad_right;
+  if (padded_h < k || padded_w < k)
+    fail(op, describe("x", x) + " with this padding is smaller than the " + std::to_string(k) + "×" +
+                 std::to_string(k) + " kernel");
+  const std::int64_t C = x.dim(0), out_h = (padded_h - k) / g.stride + 1, out_w = (padded_w - k) / g.stride + 1;
+  const std::vector<std::int64_t> shape{O, out_h, out_w};
+  check_residual(op, fusion.residual, shape);
+  if (fusion.input_norm) {
+    detail::require_activation(op, "input_norm", *fusion.input_norm, 2);
+    if (fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
+      fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
+  }
+  if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
+    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe(w_name, w));
+  return shape;
 }
 
 // The split-K reduction of kernels/gemm.cl: sums `splits` slices of `partial` in order, then the epilogue.
@@ -580,16 +592,8 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   const int k = static_cast<int>(w.dim(2));
   detail::require_weight(op, "w", w, {w.dim(0), C, k, k});
   if (b) detail::require_weight(op, "b", *b, {w.dim(0)});
-  const auto [out_h, out_w] = conv_output_size(op, x, k, g);
-  const std::vector<std::int64_t> out_shape{w.dim(0), out_h, out_w};
-  check_residual(op, fusion.residual, out_shape);
-  if (fusion.input_norm) {
-    detail::require_activation(op, "input_norm", *fusion.input_norm, 2);
-    if (fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
-      fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
-  }
-  if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
-    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w", w));
+  const std::vector<std::int64_t> out_shape = conv_output_shape(op, x, "w", w, w.dim(0), k, g, fusion);
+  const std::int64_t out_h = out_shape[1], out_w = out_shape[2];
 
   // Few output channels (the images' 3) over a map that fills the device: a direct convolution that reads x about
   // once and normalises each value once, instead of a product whose tiles are mostly padding.
@@ -601,7 +605,7 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 
   const bool plain_1x1 = k == 1 && g.stride == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
                          g.pad_right == 0 && !g.upsample2x;
-  GemmProblem p = conv_problem(plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv, x, w.dim(0), k, g, out_h, out_w);
+  GemmProblem p = conv_problem(plain_1x1 ? GemmMode::Conv1x1 : GemmMode::Conv, x, k, g, out_shape);
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
   // The norm goes into the k×k gather (gemm.cl's; gemm_tc's where the device's row says so); elsewhere x is
@@ -668,22 +672,16 @@ std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, co
   if (b) detail::require_weight(op, "b", *b, {w_taps.dim(0)});
   if (!fusion.input_norm)
     fail(op, "the channels-last input is written by its group norm's apply: give fusion.input_norm");
-  if (fusion.input_norm->rank() != 2 || fusion.input_norm->dim(0) != C || fusion.input_norm->dim(1) != 2)
-    fail(op, "expected input_norm [" + std::to_string(C) + ", 2], got " + describe("input_norm", *fusion.input_norm));
-  const auto [out_h, out_w] = conv_output_size(op, x, k, g);
+  const std::vector<std::int64_t> out_shape = conv_output_shape(op, x, "w_taps", w_taps, w_taps.dim(0), k, g, fusion);
   if (g.upsample2x || C % 8 != 0 || detail::portable_gemm(ctx, true)) return std::nullopt;
-  const std::vector<std::int64_t> out_shape{w_taps.dim(0), out_h, out_w};
-  check_residual(op, fusion.residual, out_shape);
-  if (C * k * k >= (std::int64_t(1) << 31) || out_h * out_w >= (std::int64_t(1) << 31))
-    fail(op, "problem too large for 32-bit indexing: " + describe("x", x) + ", " + describe("w_taps", w_taps));
 
   // A K tile is one tap's channels (gemm_tc.cl's mode 3): known before the norm's apply is enqueued for nothing.
-  const int M = static_cast<int>(out_h * out_w), N = static_cast<int>(w_taps.dim(0));
+  const int M = static_cast<int>(out_shape[1] * out_shape[2]), N = static_cast<int>(out_shape[0]);
   if (C % ctx.tuning().tensor_core_tiles(GemmMode::ConvChannelsLast, M, N).tk != 0) return std::nullopt;
   const Tensor input = apply_channel_affine_channels_last(ctx, x, *fusion.input_norm, fusion.input_silu);
   Tensor out = empty(ctx, out_shape);
   detail::require_int_indexable(op, out);
-  const GemmProblem p = conv_problem(GemmMode::ConvChannelsLast, x, N, k, g, out_h, out_w);
+  const GemmProblem p = conv_problem(GemmMode::ConvChannelsLast, x, k, g, out_shape);
   detail::GemmOperands o = operands(input, w_taps, b, fusion.residual, out);
   o.act_after_residual = fusion.act_after_residual && fusion.residual && fusion.act != Act::None;
   if (!detail::run_gemm_on_tensor_cores(ctx, p, o, fusion.act)) return std::nullopt;

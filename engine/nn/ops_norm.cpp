@@ -157,10 +157,7 @@ Tensor apply_channel_affine(cl::Context& ctx, const Tensor& x, const Tensor& aff
 Tensor apply_channel_affine_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu) {
   const std::string op = "apply_channel_affine_channels_last";
   detail::require_activation(op, "x", x, 3);
-  if (!affine.defined() || affine.rank() != 2 || affine.dim(0) != x.dim(0) || affine.dim(1) != 2)
-    detail::fail(op, "expected affine [" + std::to_string(x.dim(0)) + ", 2] for " + detail::describe("x", x) +
-                         ", got " + (affine.defined() ? detail::describe("affine", affine) : std::string("nothing")));
-  detail::require_activation(op, "affine", affine, 2);
+  detail::require_channel_affine(op, x, affine);
   const std::int64_t C = x.dim(0), S = x.dim(1) * x.dim(2);
   Tensor out = empty(ctx, {x.dim(1), x.dim(2), C}, DType::F16);
   cl_kernel kernel = ctx.kernel("norm", "channel_affine_apply_channels_last", " -DGAMMA_HALF=0 -DBETA_HALF=0");
