@@ -112,31 +112,17 @@ inline float quad_sum(float x) {
   return x + as_float(y);
 }
 #else
-// The lane's share of a 16x8x16 product from local memory: rows ra, ra + 8 of XA and rows cb, cb + 1 of XB
-// (both [row][k pair], lda / ldb words per row), halves ks*16 .. ks*16 + 15.
-inline void att_mma_emulated(float* d, __local const uint* XA, int lda, __local const uint* XB, int ldb, int ra,
-                             int cb, int ks) {
+// The lane's share of a 16x8x16 product from local memory: rows ra, ra + 8 of XA ([row][k pair], lda words per
+// row) and columns cb, cb + 1 of B, whose half (col, k) sits at col·b_col + k·b_k of XB (K as rows of key pairs:
+// 2·LDQ, 1; V as it is stored, [key][d pair]: 1, 2·LDQ), k = ks*16 .. ks*16 + 15.
+inline void att_mma_emulated(float* d, __local const uint* XA, int lda, __local const uint* XB, int b_col, int b_k,
+                             int ra, int cb, int ks) {
   __local const half* ha = (__local const half*)XA;
   __local const half* hb = (__local const half*)XB;
   for (int kk = 0; kk < 16; ++kk) {
     const int k = ks * 16 + kk;
     const float a0 = vload_half(ra * (2 * lda) + k, ha), a1 = vload_half((ra + 8) * (2 * lda) + k, ha);
-    const float b0 = vload_half(cb * (2 * ldb) + k, hb), b1 = vload_half((cb + 1) * (2 * ldb) + k, hb);
-    d[0] = fma(a0, b0, d[0]);
-    d[1] = fma(a0, b1, d[1]);
-    d[2] = fma(a1, b0, d[2]);
-    d[3] = fma(a1, b1, d[3]);
-  }
-}
-// The same for P·V with V as it is stored ([key][d pair]): B's column cb (and cb + 1) is head column cb, its k
-// the keys ks*16 .. ks*16 + 15.
-inline void att_mma_emulated_v(float* d, __local const uint* P, int ra, __local const uint* V, int cb, int ks) {
-  __local const half* hp = (__local const half*)P;
-  __local const half* hv = (__local const half*)V;
-  for (int kk = 0; kk < 16; ++kk) {
-    const int k = ks * 16 + kk;
-    const float a0 = vload_half(ra * (2 * LDV) + k, hp), a1 = vload_half((ra + 8) * (2 * LDV) + k, hp);
-    const float b0 = vload_half(k * (2 * LDQ) + cb, hv), b1 = vload_half(k * (2 * LDQ) + cb + 1, hv);
+    const float b0 = vload_half(cb * b_col + k * b_k, hb), b1 = vload_half((cb + 1) * b_col + k * b_k, hb);
     d[0] = fma(a0, b0, d[0]);
     d[1] = fma(a0, b1, d[1]);
     d[2] = fma(a1, b0, d[2]);
@@ -294,7 +280,8 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
 #else
     for (int j = 0; j < STILES; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      for (int kk = 0; kk < KSTEPS; ++kk) att_mma_emulated(s[j], Qs, LDQ, Ks, LDQ, warp * 16 + g, j * 8 + 2 * t, kk);
+      for (int kk = 0; kk < KSTEPS; ++kk)
+        att_mma_emulated(s[j], Qs, LDQ, Ks, 2 * LDQ, 1, warp * 16 + g, j * 8 + 2 * t, kk);
     }
 #endif
 
@@ -398,7 +385,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void attention_tc
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < PSTEPS; ++kk)
-      for (int j = 0; j < OTILES; ++j) att_mma_emulated_v(o[j], Pw, g, Vs, j * 8 + 2 * t, kk);
+      for (int j = 0; j < OTILES; ++j) att_mma_emulated(o[j], Pw, LDV, Vs, 1, 2 * LDQ, g, j * 8 + 2 * t, kk);
 #endif
   }
 
