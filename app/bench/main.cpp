@@ -428,9 +428,13 @@ int main(int argc, char** argv) {
                    engine->device().name.c_str());
       return kWrongPath;
     }
-    report["path"] = {{"tensor_cores", paths.tensor_cores},   {"winograd", paths.winograd_layers > 0},
-                      {"winograd_option", o.winograd},        {"winograd_layers", paths.winograd_layers},
-                      {"tuning_row", paths.tuning_row},       {"gemm_tiles", paths.gemm_tiles},
+    report["path"] = {{"tensor_cores", paths.tensor_cores},
+                      {"winograd", paths.winograd_layers > 0},
+                      {"winograd_option", o.winograd},
+                      {"winograd_layers", paths.winograd_layers},
+                      {"channels_last_layers", paths.channels_last_layers},
+                      {"tuning_row", paths.tuning_row},
+                      {"gemm_tiles", paths.gemm_tiles},
                       {"gemm_tiles_tuned", paths.tiles_tuned}};
     // What the device figures are: with --profile every kernel's own event (device_busy sums them); without, one
     // marker per stage boundary (no event per launch, as a generation runs for a person), so device_busy is the
@@ -442,10 +446,11 @@ int main(int argc, char** argv) {
     std::printf("\n%s: %s, files %s; %s, %s weights, %dx%d, %d step(s); medians of %d runs after %d warm-up\n",
                 engine->model().name.c_str(), engine->model().layout.c_str(), engine->model().file_dtypes.c_str(),
                 engine->device().name.c_str(), o.weights.c_str(), o.width, o.height, o.steps, o.runs, o.warmup);
-    std::printf("path: %s, Winograd layers %d (--winograd %s), gemm.cl tiles %s%s (row '%s')\n",
-                paths.tensor_cores ? "tensor cores (gemm_tc.cl)" : "portable kernels (gemm.cl)", paths.winograd_layers,
-                o.winograd.c_str(), paths.gemm_tiles.c_str(), paths.tiles_tuned ? ", tuned here" : "",
-                paths.tuning_row.c_str());
+    std::printf(
+        "path: %s, Winograd layers %d (--winograd %s), channels-last layers %d, gemm.cl tiles %s%s (row '%s')\n",
+        paths.tensor_cores ? "tensor cores (gemm_tc.cl)" : "portable kernels (gemm.cl)", paths.winograd_layers,
+        o.winograd.c_str(), paths.channels_last_layers, paths.gemm_tiles.c_str(),
+        paths.tiles_tuned ? ", tuned here" : "", paths.tuning_row.c_str());
     std::printf("device times: %s\n", o.profile ? "every kernel's profiling event (device_busy: their sum)"
                                                  : "a marker at each stage boundary (device_busy: the marks' span; "
                                                    "--profile times every kernel)");

@@ -1,5 +1,8 @@
 #include "nn/conv2d.hpp"
 
+#include <optional>
+#include <utility>
+
 namespace sdt::nn {
 
 namespace {
@@ -29,7 +32,18 @@ Conv2d::Conv2d(const WeightScope& scope, std::int64_t in_channels, std::int64_t 
                     ? winograd_layer_tile(*device, in_channels, out_channels, geometry, plan.native_h, plan.native_w,
                                           storage)
                     : 0;
-  if (m > 0 && winograd_filter_per_call(*device, storage)) {
+  if (plan.normalised_input && device &&
+      conv_channels_last_layer(*device, in_channels, out_channels, kernel_size, geometry, storage)) {
+    // Reordered on the device where it was uploaded (conv_weight_taps_first_into); the file's order is not kept.
+    WeightTransform transform;
+    transform.shape = {out_channels, kernel_size, kernel_size, in_channels};
+    transform.in_place = true;
+    transform.apply = [](cl::Context& ctx, const Tensor& w, const Tensor& taps) {
+      conv_weight_taps_first_into(ctx, w, taps);
+    };
+    taps_ = scope.transformed("weight", shape, Init::uniform(fan_in), transform);
+    scope.count_channels_last_layer();
+  } else if (m > 0 && winograd_filter_per_call(*device, storage)) {
     // Kept as the file's 3×3 filter; each call transforms it (in fp32, into a workspace).
     weight_ = scope.matrix("weight", shape, Init::uniform(fan_in));
     filter_tile_ = m;
@@ -51,6 +65,14 @@ Tensor Conv2d::run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geomet
                    const Tensor* bias) const {
   if (winograd_.defined()) return conv2d_winograd(ctx, x, winograd_, bias, geometry, fusion);
   if (filter_tile_) return conv2d_winograd_per_call(ctx, x, weight_, filter_tile_, bias, geometry, fusion);
+  if (taps_.defined()) {
+    if (fusion.input_norm && !geometry.upsample2x)
+      if (std::optional<Tensor> out = conv2d_channels_last(ctx, x, taps_, bias, geometry, fusion))
+        return std::move(*out);
+    // The tensor-core path could not take it after all (its program refused, tensor cores switched off since the
+    // load, a K step that does not divide the channels): the file's order back for this call, one launch more.
+    return conv2d(ctx, x, conv_weight_taps_last(ctx, taps_), bias, geometry, fusion);
+  }
   return conv2d(ctx, x, weight_, bias, geometry, fusion);
 }
 

@@ -4,7 +4,10 @@
 // A 3×3 stride-1 layer whose owner says what map it sees at the model's native resolution (ConvPlan) may be
 // chosen, at load, to run as Winograd (nn::winograd_layer_tile: the device's tuning row decides by shape): its
 // filter is then transformed once and only the transformed filter is kept, or (fp16 filters, where the row says
-// so: nn::winograd_filter_per_call) kept as it is and transformed at each call.
+// so: nn::winograd_filter_per_call) kept as it is and transformed at each call. A layer whose owner says its input
+// arrives group-normalised (ConvPlan::normalised_input: a resnet block's conv1 and conv2) may instead be chosen to
+// run channels-last on the tensor cores (nn::conv_channels_last_layer): its weight is then kept taps first
+// ([out, k, k, in], nn::conv2d_channels_last's form) instead of as the file holds it.
 #pragma once
 
 #include "nn/ops.hpp"
@@ -16,6 +19,8 @@ namespace sdt::nn {
 // the load-time choice of its algorithm; 0 × 0: unknown, direct convolution.
 struct ConvPlan {
   std::int64_t native_h = 0, native_w = 0;
+  // Whether every forward() of the layer passes a ConvFusion::input_norm (the channels-last form needs one).
+  bool normalised_input = false;
   static ConvPlan square(std::int64_t side) { return {side, side}; }
 };
 
@@ -42,6 +47,8 @@ class Conv2d {
   const Tensor* bias() const { return bias_.defined() ? &bias_ : nullptr; }
   // Whether this layer runs as Winograd (chosen at load).
   bool winograd() const { return winograd_.defined() || filter_tile_ > 0; }
+  // Whether this layer runs channels-last (chosen at load).
+  bool channels_last() const { return taps_.defined(); }
 
  private:
   Tensor run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,
@@ -50,6 +57,7 @@ class Conv2d {
   std::int64_t out_channels_ = 0;
   ConvGeometry geometry_;
   Tensor weight_;        // [out, in, k, k], or undefined when the layer keeps its filter transformed
+  Tensor taps_;          // [out, k, k, in] fp16 of a channels-last layer, or undefined
   Tensor winograd_;      // [(m+2)², out, in]: the transformed filter (nn::winograd_filter), or undefined
   int filter_tile_ = 0;  // m of a Winograd layer that transforms weight_ at each call; 0: none
   Tensor bias_;          // [out] fp32, or undefined

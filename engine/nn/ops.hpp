@@ -111,8 +111,21 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
 //                         [O, H', W'] fp32; nullopt where it cannot run (no tensor-core path, an upsampling read,
 //                         C not a multiple of the product's K step: nothing enqueued; a program the driver refuses:
 //                         the apply was enqueued in vain), for the caller to run conv2d instead.
-// Not yet taken by the models (docs/PERFORMANCE.md, 2026-12-07: the measured floor of this form).
+// A layer takes it where conv_channels_last_layer says so at load, and then keeps only the taps-first weight.
 Tensor conv_weight_taps_first(cl::Context& ctx, const Tensor& w);
+// The loader's form of it: w [O, C, k, k] → w_taps [O, k, k, C] of the same dtype, allocated by the caller, which
+// may be w's own buffer (the weight reordered where it was uploaded: w is copied aside first, so a load holds one
+// layer's weight twice at most).
+void conv_weight_taps_first_into(cl::Context& ctx, const Tensor& w, const Tensor& w_taps);
+// The way back, w_taps [O, k, k, C] → [O, C, k, k] in the same dtype (a pooled tensor): what a channels-last
+// layer runs conv2d with where conv2d_channels_last cannot run.
+Tensor conv_weight_taps_last(cl::Context& ctx, const Tensor& w_taps);
+// Whether a k×k layer of C → O channels with this geometry whose input is group-normalised (+SiLU) runs as
+// conv2d_channels_last on this device: fp16 weights on the tensor-core path's steady choice, the row's (or the
+// override's) channels_last, no upsampling read, C a multiple of 8 and enough output channels for the products'
+// tiles (not conv_narrow.cl's few). A layer chooses once, at load.
+bool conv_channels_last_layer(const cl::Context& ctx, std::int64_t C, std::int64_t O, int k,
+                              const ConvGeometry& geometry, DType storage);
 Tensor apply_channel_affine_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& affine, bool silu);
 std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& w_taps, const Tensor* b,
                                            const ConvGeometry& geometry, const ConvFusion& fusion);

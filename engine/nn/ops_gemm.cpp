@@ -658,6 +658,56 @@ Tensor conv_weight_taps_first(cl::Context& ctx, const Tensor& w) {
   return out;
 }
 
+void conv_weight_taps_first_into(cl::Context& ctx, const Tensor& w, const Tensor& w_taps) {
+  const std::string op = "conv_weight_taps_first_into";
+  if (!w.defined() || w.rank() != 4 || w.dim(2) != w.dim(3) || w.dim(0) <= 0 || w.dim(1) <= 0 || w.dim(2) <= 0)
+    fail(op, "expected w [O, C, k, k], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
+  const std::int64_t O = w.dim(0), C = w.dim(1), k = w.dim(2);
+  if (!w_taps.defined() || w_taps.dtype != w.dtype || w_taps.shape != std::vector<std::int64_t>{O, k, k, C})
+    fail(op, "expected w_taps [" + std::to_string(O) + ", " + std::to_string(k) + ", " + std::to_string(k) + ", " +
+                 std::to_string(C) + "] of w's dtype for " + describe("w", w) + ", got " +
+                 (w_taps.defined() ? describe("w_taps", w_taps) : std::string("nothing")));
+  detail::require_int_indexable(op, w);
+  const std::int64_t T = k * k;
+  cl_mem source = w.buffer.get();
+  cl::Buffer aside;  // released once enqueued: OpenCL keeps it until the reorder has read it
+  if (source == w_taps.buffer.get()) {
+    aside = cl::Buffer(ctx.scratch(w.bytes()), w.bytes(), nullptr);
+    ctx.copy(w.buffer, aside, w.bytes());
+    source = aside.get();
+  }
+  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
+                                w.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
+  const std::size_t local = detail::fit_local(ctx, kernel, 256);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
+             cl::Range(local, 1), source, static_cast<int>(C), static_cast<int>(T), w_taps.buffer);
+}
+
+Tensor conv_weight_taps_last(cl::Context& ctx, const Tensor& w_taps) {
+  const std::string op = "conv_weight_taps_last";
+  if (!w_taps.defined() || w_taps.rank() != 4 || w_taps.dim(1) != w_taps.dim(2) || w_taps.dim(0) <= 0 ||
+      w_taps.dim(1) <= 0 || w_taps.dim(3) <= 0)
+    fail(op, "expected w_taps [O, k, k, C], got " +
+                 (w_taps.defined() ? describe("w_taps", w_taps) : std::string("nothing")));
+  detail::require_int_indexable(op, w_taps);
+  const std::int64_t O = w_taps.dim(0), k = w_taps.dim(1), C = w_taps.dim(3), T = k * k;
+  Tensor out = empty(ctx, {O, C, k, k}, w_taps.dtype);
+  // conv_weight_taps_first moves [O, C', T'] to [O, T', C']: with C' = T and T' = C, [O, T, C] back to [O, C, T].
+  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
+                                w_taps.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
+  const std::size_t local = detail::fit_local(ctx, kernel, 256);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
+             cl::Range(local, 1), w_taps.buffer, static_cast<int>(T), static_cast<int>(C), out.buffer);
+  return out;
+}
+
+bool conv_channels_last_layer(const cl::Context& ctx, std::int64_t C, std::int64_t O, int k, const ConvGeometry& g,
+                              DType storage) {
+  if (storage != DType::F16 || (k != 1 && k != 3) || g.upsample2x || C <= 0 || C % 8 != 0 || O <= cl::kNarrowConvMaxOut)
+    return false;
+  return ctx.tuning().tc_channels_last() && ctx.tuning().steady_tensor_core_path(true) != cl::TensorCores::Off;
+}
+
 std::optional<Tensor> conv2d_channels_last(cl::Context& ctx, const Tensor& x, const Tensor& w_taps, const Tensor* b,
                                            const ConvGeometry& g, const ConvFusion& fusion) {
   const std::string op = "conv2d_channels_last";

@@ -19,7 +19,8 @@ Tensor alias(const Tensor& t, std::vector<std::int64_t> shape) {
 }  // namespace
 
 ResnetBlock2D::ResnetBlock2D(const WeightScope& scope, const ResnetShape& shape) : shape_(shape) {
-  const ConvPlan plan = ConvPlan::square(shape.native_size);
+  ConvPlan plan = ConvPlan::square(shape.native_size);
+  plan.normalised_input = true;  // conv1 reads silu(norm1(x)), conv2 silu(norm2(h)): forward() passes both norms
   norm1_ = GroupNorm(scope["norm1"], shape.in_channels, shape.groups, shape.eps);
   conv1_ = Conv2d(scope["conv1"], shape.in_channels, shape.out_channels, 3, 1, -1, true, plan);
   if (shape.temb_channels > 0) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "io/model_files.hpp"
+#include "runtime/cl_error.hpp"
 #include "runtime/staged_upload.hpp"
 #include "sdt/error.hpp"
 
@@ -95,11 +96,22 @@ Tensor WeightLoader::take_transformed(const io::WeightSpec& spec, const WeightTr
   const io::TensorView& view = weights_->get(spec.name, spec.shape);
   job.file_dtype = view.dtype;
   job.file_bytes = view.bytes;
-  job.source = add(view, DType::F32);
+  job.in_place = transform.in_place;
+  job.source = add(view, transform.in_place ? storage : DType::F32);
   Tensor t;
   t.shape = transform.shape;
   t.dtype = storage;
-  t.buffer = ctx_.persistent(t.bytes());
+  if (transform.in_place) {
+    if (t.numel() != job.source.numel())
+      throw Error(ErrorKind::Internal, "WeightLoader::take_transformed(" + spec.name + "): an in-place transform to " +
+                                           shape_string(t.shape) + " from " + shape_string(spec.shape));
+    // The source's buffer, held twice until finish() returns.
+    cl_mem mem = job.source.buffer.get();
+    cl::check(clRetainMemObject(mem), "clRetainMemObject", "an in-place transformed weight");
+    t.buffer = cl::Buffer(cl::MemHandle(mem), job.source.buffer.bytes(), nullptr);
+  } else {
+    t.buffer = ctx_.persistent(t.bytes());
+  }
   job.target = t.buffer.get();
   job.shape = t.shape;
   job.storage = storage;
@@ -166,7 +178,8 @@ void WeightLoader::finish(const WeightProgress& progress) {
   // An fp32 file's weight that the transform narrows into fp16 storage is converted on the device too (by the
   // transform instead of convert.cl); one widened on upload is counted with the upload.
   for (const TransformJob& job : transforms)
-    if (job.file_dtype == io::DType::F32 && job.storage != DType::F32) stats_.converted_bytes += job.file_bytes;
+    if (!job.in_place && job.file_dtype == io::DType::F32 && job.storage != DType::F32)
+      stats_.converted_bytes += job.file_bytes;
   if (jobs.empty()) return;  // (a transform's source of no elements has nothing to transform either)
 
   // ---- the plan: every tensor cut into pieces that fit a slot, packed into slots in order

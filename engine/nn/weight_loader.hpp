@@ -7,7 +7,7 @@
 // conversion: round to nearest even, subnormals, Inf and NaN as io::float_to_half / half_to_float). A weight taken
 // transformed (take_transformed, e.g. a Winograd filter) is uploaded as fp32 into a buffer of its own with the rest,
 // and its transform's kernels run on the device once every upload is in place; the fp32 copies are released when
-// finish() returns.
+// finish() returns. An in-place transform's weight is uploaded as usual and transformed in its own buffer.
 #pragma once
 
 #include <atomic>
@@ -68,6 +68,9 @@ class WeightLoader : public WeightSource {
   void count_winograd_layer() override {
     if (index_) index_->count_winograd_layer();
   }
+  void count_channels_last_layer() override {
+    if (index_) index_->count_channels_last_layer();
+  }
   // A view's tensor stored as `storage`, optionally with another shape of the same element count. Throws
   // sdt::Error (BadModel) when the view's bytes do not match its dtype and shape.
   Tensor add(const io::TensorView& view, DType storage, const std::vector<std::int64_t>& shape = {});
@@ -91,6 +94,7 @@ class WeightLoader : public WeightSource {
     std::vector<std::int64_t> shape;
     DType storage = DType::F32;
     io::DType file_dtype = io::DType::F32;
+    bool in_place = false;  // source (in the storage type) and target share one buffer
     std::uint64_t file_bytes = 0;
     std::function<void(cl::Context&, const Tensor&, const Tensor&)> apply;
   };

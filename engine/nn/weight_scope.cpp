@@ -62,7 +62,7 @@ Tensor RecordingSource::take_transformed(const io::WeightSpec& spec, const Weigh
     // The loader runs the transform's kernels while opening: planned here, they build with the others.
     Tensor source;
     source.shape = spec.shape;
-    source.dtype = DType::F32;
+    source.dtype = transform.in_place ? storage : DType::F32;
     source.buffer = planning_->persistent(source.bytes());
     t.buffer = planning_->persistent(t.bytes());
     transform.apply(*planning_, source, t);

@@ -40,19 +40,28 @@ class WeightIndex {
   // How many convolutions run as Winograd (their filters transformed at load or at each call).
   int winograd_layers() const { return winograd_layers_; }
   void count_winograd_layer() { ++winograd_layers_; }
+  // How many convolutions run channels-last (their weights kept taps first).
+  int channels_last_layers() const { return channels_last_layers_; }
+  void count_channels_last_layer() { ++channels_last_layers_; }
 
  private:
   std::vector<Entry> entries_;
   int winograd_layers_ = 0;
+  int channels_last_layers_ = 0;
 };
 
 // A weight kept in another form than the file's: the file's tensor (the spec's shape) is read as fp32 (one rounding
 // from the file's type at most) and `apply` computes the stored form, `shape` in the storage type, from it on the
 // device, once, while the weights load. The spec stays the file's, so validation, random models and --inspect see
 // the weight as the file holds it; only the device keeps the transformed form.
+// An in-place transform (a reordering: as many elements as the file's tensor) reads the weight stored as usual, in
+// the storage type, and writes `shape` into that same buffer: no fp32 copy of every transformed weight at once
+// (for the UNet's resnet convolutions that copy would be 1.7 GB at load).
 struct WeightTransform {
   std::vector<std::int64_t> shape;  // of the stored form
-  // source: the file's tensor as fp32; target: `shape` in the storage type, allocated. Enqueues on ctx's queue.
+  bool in_place = false;
+  // source: the file's tensor as fp32 (in place: in the storage type, the target's buffer); target: `shape` in the
+  // storage type, allocated. Enqueues on ctx's queue.
   std::function<void(cl::Context& ctx, const Tensor& source, const Tensor& target)> apply;
 };
 
@@ -75,6 +84,8 @@ class WeightSource {
   virtual const cl::Context* device() const { return nullptr; }
   // A layer chose to run as Winograd (what the benchmark reports); sources that only list tensors ignore it.
   virtual void count_winograd_layer() {}
+  // The same for a layer that chose to run channels-last.
+  virtual void count_channels_last_layer() {}
 };
 
 // Lists every tensor asked for, in the order the constructors ask, and hands out tensors without memory (shape
@@ -138,6 +149,7 @@ class WeightScope {
   // to choose the form it keeps a weight in.
   const cl::Context* device() const { return source_->device(); }
   void count_winograd_layer() const { source_->count_winograd_layer(); }
+  void count_channels_last_layer() const { source_->count_channels_last_layer(); }
 
   std::string name(const std::string& leaf) const { return prefix_ + leaf; }
   const std::string& prefix() const { return prefix_; }

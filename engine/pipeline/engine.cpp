@@ -242,6 +242,7 @@ void Engine::Impl::open() {
   load_.probe_builds = ctx_->programs().source_builds_of("tc_probe");  // a new context: this opening's
   load_.weight_bytes = ctx_->memory().persistent_bytes;
   paths_.winograd_layers = models.weights.winograd_layers();
+  paths_.channels_last_layers = models.weights.channels_last_layers();
   paths_.tensor_cores =
       ctx_->tuning().steady_tensor_core_path(options_.weights == WeightStorage::F16) == cl::TensorCores::Ptx;
   load_.file_bytes = upload.file_bytes;

@@ -384,6 +384,9 @@ TuningOverrides overrides_from_environment() {
       flag_from_env("SDT_RECORD_TEXT", "1 records the text encoder's launches into a command buffer, 0 launches them");
   o.tc_half_normed_input =
       flag_from_env("SDT_TC_HALF_INPUT", "0 gives a tensor-core convolution its normalised input in fp32, 1 in fp16");
+  o.tc_channels_last = flag_from_env("SDT_TC_CHANNELS_LAST",
+                                     "0 runs a resnet block's normalised 3×3 convolutions on [C, H, W] maps, 1 "
+                                     "channels-last on the tensor cores (chosen at load)");
   o.attention_fill = count_from_env("SDT_ATT_FILL", 1L << 10, "work-groups per compute unit (0: no key splits)");
   o.stream_k = flag_from_env("SDT_STREAM_K",
                              "0 runs the big tiles' products as tiles and slices, 1 as stream-K where their last "
@@ -470,6 +473,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.ln_fold_rows = pick(explicit_.ln_fold_rows, environment_.ln_fold_rows);
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
+  effective_.tc_channels_last = pick(explicit_.tc_channels_last, environment_.tc_channels_last);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
   effective_.tc_double_buffer = pick(explicit_.tc_double_buffer, environment_.tc_double_buffer);

@@ -223,6 +223,12 @@ struct TensorCoreRow {
   // took 1.96 ms more an image than reading fp32 (VAE 18.47 -> 19.92 ms; docs/PERFORMANCE.md, 2026-12-06 second
   // session, call 3).
   bool half_normed_input = false;
+  // A 3×3 convolution of a group-normalised input (a resnet block's conv1 and conv2) channels-last (nn::
+  // conv2d_channels_last): the norm's apply writes the map as [H, W, C] fp16 and the product loads 8 channels of a
+  // pixel at once, where the [C, H, W] gather spends a table read, a bit test and an address on every value. Chosen
+  // per layer at load (nn::conv_channels_last_layer), which then keeps its weight taps first ([O, k, k, C]) instead
+  // of as the file holds it: no more memory.
+  bool channels_last = false;
   // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
   // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
   // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
@@ -366,6 +372,7 @@ struct TuningOverrides {
   std::optional<int> ln_fold_rows = {};    // TensorCoreRow::ln_fold_rows
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
+  std::optional<bool> tc_channels_last = {};            // TensorCoreRow::channels_last
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
   std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
   std::optional<bool> tc_map = {};                      // TensorCoreRow::map_epilogue
@@ -394,6 +401,8 @@ struct TuningOverrides {
 // SDT_BATCHED_BIG=groups (GemmRow::batched_big_groups_per_unit; 0: batched products keep the conv tiles),
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
+// SDT_TC_CHANNELS_LAST=0 or 1 (a resnet block's normalised 3×3 convolutions as [C, H, W] or channels-last; read at
+// load),
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
 // SDT_TC_DOUBLE_BUFFER=0 or 1 (gemm_tc's operand tiles once or twice in local memory: two barriers a K step or one),
 // SDT_TC_TK=32 or 64 (every tensor-core tile's k step, where the tile allows it and fits the device),
@@ -508,6 +517,9 @@ class Tuning {
   bool tc_half_normed_input() const {
     return effective_.tc_half_normed_input.value_or(row_->tensor_cores.half_normed_input);
   }
+  // Whether a group-normalised 3×3 convolution on the tensor cores may run channels-last: the override, else the
+  // row's channels_last (a layer chooses at load).
+  bool tc_channels_last() const { return effective_.tc_channels_last.value_or(row_->tensor_cores.channels_last); }
   // Whether a self-attention's q/k/v for the tensor-core flash kernel are written in fp16: the override, else the
   // row's half_attention_operands.
   bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }

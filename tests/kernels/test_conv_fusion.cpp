@@ -6,6 +6,7 @@
 //
 // Tolerance: as test_gemm.cpp's (1e-5 of max|ref|; measured a few 1e-7 to 2e-6): the norm's statistics are exact
 // to ~1e-6 (test_norm.cpp) and the affine form rounds once per value. The large-mean case has its own bound.
+#include <cmath>
 #include <cstring>
 
 #include "conv_test_util.hpp"
@@ -526,6 +527,69 @@ TEST(ConvChannelsLast, TapsFirstWeightIsThePermutationOfTheWeight) {
   }
 }
 
+TEST(ConvChannelsLast, TheLoadersReorderWorksInPlaceAndTheWayBackRestoresTheOrder) {
+  // conv_weight_taps_first_into: [O, C, k, k] → [O, k, k, C] into a poisoned target, and in the weight's own buffer
+  // (what the loader does: the weight set aside first); conv_weight_taps_last: back to [O, C, k, k] into a poisoned
+  // pooled output. Bit for bit, fp16 (Inf, NaN, -0 and a subnormal among the values) and fp32.
+  auto& ctx = test::kernel_context();
+  for (const auto& [O, C, k] : {std::tuple{5, 7, 3}, std::tuple{3, 64, 3}, std::tuple{9, 33, 1}}) {
+    const std::size_t n = static_cast<std::size_t>(O) * C * k * k;
+    std::vector<float> host = test::random_floats(n, 170 + C, -3.0f, 3.0f);
+    const float edges[] = {INFINITY, NAN, -0.0f, 0x1p-20f, 65504.0f};
+    for (std::size_t i = 0; i < std::size(edges); ++i) host[(i * 37) % n] = edges[i];
+    for (const DType dtype : {DType::F16, DType::F32}) {
+      SCOPED_TRACE(testing::Message() << O << "x" << C << "x" << k << "x" << k << " " << test::storage_name(dtype));
+      const std::size_t bytes = n * (dtype == DType::F16 ? 2 : 4);
+      const nn::Tensor stored = nn::upload_weight(ctx, host, {O, C, k, k}, dtype);
+      std::vector<std::uint8_t> expected(bytes);
+      ctx.read(stored.buffer, expected.data(), bytes);
+      const std::size_t element = bytes / n;
+      const auto expect_taps_first = [&](const nn::Tensor& taps, const char* how) {
+        std::vector<std::uint8_t> got(bytes);
+        ctx.read(taps.buffer, got.data(), bytes);
+        std::size_t wrong = 0;
+        for (int o = 0; o < O; ++o)
+          for (int t = 0; t < k * k; ++t)
+            for (int c = 0; c < C; ++c)
+              wrong +=
+                  std::memcmp(&got[((static_cast<std::size_t>(o) * k * k + t) * C + c) * element],
+                              &expected[((static_cast<std::size_t>(o) * C + c) * k * k + t) * element], element) != 0;
+        EXPECT_EQ(wrong, 0u) << how;
+      };
+      const nn::Tensor target = nn::upload_weight(ctx, std::vector<float>(n, 1234.5f), {O, k, k, C}, dtype);
+      nn::conv_weight_taps_first_into(ctx, stored, target);
+      expect_taps_first(target, "into a target of its own");
+      const nn::Tensor in_place = nn::upload_weight(ctx, host, {O, C, k, k}, dtype);
+      {
+        nn::Tensor as_taps;
+        as_taps.shape = {O, k, k, C};
+        as_taps.dtype = dtype;
+        ASSERT_EQ(clRetainMemObject(in_place.buffer.get()), CL_SUCCESS);  // a second reference to the same buffer
+        as_taps.buffer = cl::Buffer(cl::MemHandle(in_place.buffer.get()), in_place.buffer.bytes(), nullptr);
+        nn::conv_weight_taps_first_into(ctx, in_place, as_taps);
+      }
+      expect_taps_first(in_place, "in the weight's own buffer");
+
+      const cl_mem poisoned = test::poison_next_output(ctx, bytes);
+      const nn::Tensor back = nn::conv_weight_taps_last(ctx, target);
+      EXPECT_EQ(back.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
+      ASSERT_EQ(back.shape, (std::vector<std::int64_t>{O, C, k, k}));
+      ASSERT_EQ(back.dtype, dtype);
+      std::vector<std::uint8_t> restored(bytes);
+      ctx.read(back.buffer, restored.data(), bytes);
+      EXPECT_EQ(std::memcmp(expected.data(), restored.data(), bytes), 0);
+    }
+  }
+  try {
+    const nn::Tensor w = nn::upload_weight(ctx, std::vector<float>(2 * 8 * 9, 0.5f), {2, 8, 3, 3}, DType::F32);
+    const nn::Tensor wrong = nn::upload_weight(ctx, std::vector<float>(2 * 8 * 9, 0.5f), {2, 8, 3, 3}, DType::F32);
+    nn::conv_weight_taps_first_into(ctx, w, wrong);
+    ADD_FAILURE() << "a target in the stored order was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("w_taps [2, 3, 3, 8]"), std::string::npos) << e.message();
+  }
+}
+
 TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
   // The normalised input written [H, W, C] in fp16 by its own launch, the weight taps first, each pixel's 8
   // channels one 16-byte load: against the reference loops of group norm (+SiLU) then convolution, at the fp16
@@ -550,6 +614,9 @@ TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
       o.gemm_splits = setting.splits;
       o.fused_splitk = setting.fused;
     });
+    // The ldmatrix probe runs before the first tensor-core launch of a process: here, not among the launches
+    // counted below (on a GPU this test may be the first to use the tensor cores).
+    nn::probe_tensor_cores(ctx);
     for (const TcConvCase& c : cases) {
       SCOPED_TRACE(testing::Message() << c.name << ", tile " << setting.tile.tm << "x" << setting.tile.tn << ", "
                                       << setting.splits.value_or(1) << " slice(s)"

@@ -36,13 +36,45 @@ inline const io::ModelFiles& fixture_model(const std::string& relative, const st
   return it->second;
 }
 
-// A model part built on the shared context from `files` with fp32 weights, every weight uploaded.
+// A model part built on the shared context from `files` with its weights stored as `storage`, every weight
+// uploaded; the layers' load-time choices counted in `index` when given.
 template <typename Model, typename Config>
-Model load_fp32(const io::ModelFiles& files, const std::string& part, const Config& config) {
-  auto loader = std::make_shared<nn::WeightLoader>(shared_context(), &files.weights);
-  Model model(nn::WeightScope(loader, part + ".", nn::DType::F32), config);
+Model load_as(const io::ModelFiles& files, const std::string& part, const Config& config, nn::DType storage,
+              nn::WeightIndex* index = nullptr) {
+  auto loader = std::make_shared<nn::WeightLoader>(shared_context(), &files.weights, nullptr, index);
+  Model model(nn::WeightScope(loader, part + ".", storage), config);
   loader->finish();
   return model;
+}
+
+// The same with fp32 weights.
+template <typename Model, typename Config>
+Model load_fp32(const io::ModelFiles& files, const std::string& part, const Config& config) {
+  return load_as<Model>(files, part, config, nn::DType::F32);
+}
+
+// The kernels a call launched, in order (the shared context recording meanwhile, and not after, even if it throws).
+template <typename Call>
+std::vector<std::string> launched_kernels(cl::Context& ctx, Call&& call) {
+  ctx.set_recording(true);
+  ctx.collect_timings();
+  std::vector<std::string> kernels;
+  try {
+    call();
+    for (const auto& t : ctx.collect_timings())
+      if (!t.mark) kernels.push_back(t.kernel);
+  } catch (...) {
+    ctx.set_recording(false);
+    throw;
+  }
+  ctx.set_recording(false);
+  return kernels;
+}
+
+inline int count_of(const std::vector<std::string>& kernels, const std::string& name) {
+  int n = 0;
+  for (const std::string& k : kernels) n += k == name;
+  return n;
 }
 
 template <typename Layout>

@@ -2,6 +2,7 @@
 // text embedding and scaled latents as inputs) and the Euler step to the final latents, from every layout.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,64 @@ TEST_P(UNetLayouts, MatchesDiffusersEpsAndFinalLatentsForEveryCase) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixture, UNetLayouts, ::testing::ValuesIn(model_layouts()), layout_name<ModelLayout>);
+
+TEST(UNetChannelsLast, TheResnetConvolutionsRunChannelsLastWhereTheLoadChoseIt) {
+  // As VaeChannelsLast's test, for the UNet's resnet blocks (their conv1 with the time embedding in its bias, and
+  // the up blocks' conv1 reading a concatenation of 96 or 128 channels): ε against the UNet loaded without it,
+  // against diffusers, and through the way back with the tensor cores off.
+  const FixtureRefs& refs = FixtureRefs::get();
+  const io::ModelFiles& files = fixture_model("model");
+  cl::Context& ctx = shared_context();
+  const cl::TensorCores path =
+      ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
+  const auto load = [&](bool channels_last, nn::WeightIndex& index) {
+    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_cores = path;
+      o.tc_channels_last = channels_last;
+    });
+    return load_as<models::UNet2DConditionModel>(files, "unet", files.unet, nn::DType::F16, &index);
+  };
+  nn::WeightIndex last_index, stored_index;
+  const auto last = load(true, last_index);
+  const auto stored = load(false, stored_index);
+  EXPECT_EQ(last_index.channels_last_layers(), 44) << "conv1 and conv2 of 8 down, 2 mid and 12 up resnet blocks";
+  EXPECT_EQ(stored_index.channels_last_layers(), 0);
+
+  const nlohmann::json c = refs.txt2img_cases().front();
+  const std::string name = c["case"];
+  const auto eps = [&](const models::UNet2DConditionModel& unet, cl::TensorCores on,
+                       std::vector<std::string>* kernels) {
+    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.tensor_cores = on; });
+    nn::Tensor out;
+    *kernels = launched_kernels(ctx, [&] { out = eps_for_case(unet, c); });
+    return nn::download(ctx, out);
+  };
+  std::vector<std::string> last_kernels, stored_kernels;
+  const std::vector<float> a = eps(last, path, &last_kernels), b = eps(stored, path, &stored_kernels);
+  EXPECT_EQ(count_of(last_kernels, "channel_affine_apply_channels_last"), 44);
+  EXPECT_EQ(count_of(last_kernels, "conv_weight_taps_first"), 0) << "a layer went the way back";
+  EXPECT_EQ(count_of(stored_kernels, "channel_affine_apply_channels_last"), 0);
+  // Measured on PoCL (emulated), ε rel L2: against the [C, H, W] UNet 9.4e-4, which is what another order of the
+  // same sums gives too (the [C, H, W] UNet with 64-k steps against 32: 7.9e-4; one convolution differs by ~1e-6
+  // of its largest value, and the fp16 roundings of the activations carry that through the UNet at their own
+  // scale); against diffusers 1.17e-3, where the [C, H, W] UNet has 1.10e-3. Bounds: 2e-3 against the other order;
+  // against diffusers 3e-3 and no more than 25 % over the [C, H, W] UNet's error.
+  const Diff d_order = report(name + " eps channels-last vs [C, H, W]", a, b);
+  const Diff d_ref = report(name + " eps channels-last", a, refs.tensor(name + "_eps"));
+  const Diff d_stored = report(name + " eps [C, H, W]", b, refs.tensor(name + "_eps"));
+  EXPECT_EQ(d_order.non_finite + d_ref.non_finite, 0u);
+  EXPECT_LE(d_order.rel_l2, 2e-3);
+  EXPECT_LE(d_ref.rel_l2, 3e-3);
+  EXPECT_LE(d_ref.rel_l2, 1.25 * d_stored.rel_l2);
+
+  std::vector<std::string> back_kernels, portable_kernels;
+  const std::vector<float> back = eps(last, cl::TensorCores::Off, &back_kernels);
+  const std::vector<float> portable = eps(stored, cl::TensorCores::Off, &portable_kernels);
+  EXPECT_EQ(count_of(back_kernels, "conv_weight_taps_first"), 44);
+  ASSERT_EQ(back.size(), portable.size());
+  EXPECT_EQ(std::memcmp(back.data(), portable.data(), back.size() * sizeof(float)), 0)
+      << "the way back changed the weights";
+}
 
 // SD 1.x's transformers project in and out with 1×1 convolutions ([inner, C, 1, 1] kernels, use_linear_projection
 // false); the fixture is SD 2.x's layout (linear projections, [inner, C]). The same weights as 1×1 kernels are the

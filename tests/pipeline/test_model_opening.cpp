@@ -154,6 +154,9 @@ TEST(ModelOpening, KernelsArePreparedWhileOpeningAndTheFirstImageBuildsNone) {
 TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTensorCoreOnesBuild) {
   const Request request = small_request();
   const EnvScope emulated("SDT_TENSOR_CORES", "emulated");
+  // As NVIDIA's row: the resnet convolutions channels-last, so the first images (portable) run them through the
+  // way back to the stored order (nn::conv_weight_taps_last), which the portable plan must have built.
+  const EnvScope channels_last("SDT_TC_CHANNELS_LAST", "1");
   TempDir cache("sdt-test-deferred-cache");
   EngineOptions o = layout_options(kLayouts[0], WeightStorage::F16);
   o.cache_dir = cache.path();
@@ -165,6 +168,7 @@ TEST(ModelOpening, AFirstStartMakesItsFirstImageOnThePortableKernelsWhileTheTens
     EXPECT_EQ(t.kernels_built_while_opening, t.kernels_prepared);
     EXPECT_TRUE(engine.impl().context().tuning().steady_path_deferred());
     EXPECT_EQ(engine.kernel_paths().winograd_layers, 0) << "layers loaded for the portable path they leave later";
+    EXPECT_GT(engine.kernel_paths().channels_last_layers, 0) << "loaded for the tensor-core path they switch to";
     first = engine.generate(request);
     // A cancelled wait stops no build: the switch still comes. (Whether the builds are still running here depends
     // on the OpenCL implementation's own compiler cache; when they are, a wait that stopped them would never end.)

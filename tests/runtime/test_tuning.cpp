@@ -636,6 +636,13 @@ TEST(Tuning, ATensorCoreConvolutionsSeparatelyNormalisedInputIsFp16WhereTheRowSa
                  &Tuning::tc_half_normed_input, "SDT_TC_HALF_INPUT");
 }
 
+TEST(Tuning, NormalisedConvolutionsRunChannelsLastWhereTheRowSaysSo) {
+  // TensorCoreRow::channels_last: a layer's choice at load (nn::conv_channels_last_layer); off in every row until
+  // measured end to end.
+  check_row_flag(false, &cl::TensorCoreRow::channels_last, &cl::TuningOverrides::tc_channels_last,
+                 &Tuning::tc_channels_last, "SDT_TC_CHANNELS_LAST");
+}
+
 TEST(Tuning, ASelfAttentionsQkvIsFp16WhereTheRowSaysSo) {
   // TensorCoreRow::half_attention_operands: off in every row (measured slower on an H100; only the tensor-core path
   // writes and reads it).

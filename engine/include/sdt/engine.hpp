@@ -247,6 +247,7 @@ struct LoadTimings {
 struct KernelPaths {
   bool tensor_cores = false;  // fp16 weights on NVIDIA tensor cores (kernels/gemm_tc.cl); else the portable gemm.cl
   int winograd_layers = 0;    // 3×3 convolutions running as Winograd (kernels/winograd.cl)
+  int channels_last_layers = 0;  // normalised 3×3 convolutions running channels-last (nn::conv2d_channels_last)
   std::string tuning_row;     // the tuning table's row for this device
   std::string gemm_tiles;     // gemm.cl's tiles, as that row's gemm member: "{.linear = {…}, .conv = {…}}"
   bool tiles_tuned = false;   // gemm_tiles were measured on this device by the kernel tuner
