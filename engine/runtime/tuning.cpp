@@ -105,6 +105,10 @@ const TuningRow kTable[] = {
         // on the linear products alone (the transformers' 10 steps of 32 k, the text encoder's 32 and 128) it took
         // 34.32-34.34 -> 34.11-34.14 ms with the VAE, 17.36-17.38 -> 17.02-17.06 with TAESD (UNet -0.25 to -0.35,
         // its products 9.23 -> 8.86 ms), docs/bench/2026-12-06/k-step-linear.
+        // channels_last: the resnet blocks' normalised 3x3 convolutions channels-last (16-byte gathers): on an H100
+        // (A/B in turns, three rounds, medians of 20) VAE 18.65-18.82 -> 17.79-17.90 ms, UNet 11.39-11.51 ->
+        // 11.13-11.33, end to end 33.12-33.24 -> 31.82-32.28 with the VAE, 16.15-16.27 -> 15.99-16.13 with TAESD;
+        // docs/bench/2026-12-07/call7-channels-last-models.
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
@@ -113,6 +117,7 @@ const TuningRow kTable[] = {
                          .linear_tk = 64,
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
+                         .channels_last = true,
                          .geglu_epilogue = true},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
         // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one

@@ -227,7 +227,7 @@ struct TensorCoreRow {
   // conv2d_channels_last): the norm's apply writes the map as [H, W, C] fp16 and the product loads 8 channels of a
   // pixel at once, where the [C, H, W] gather spends a table read, a bit test and an address on every value. Chosen
   // per layer at load (nn::conv_channels_last_layer), which then keeps its weight taps first ([O, k, k, C]) instead
-  // of as the file holds it: no more memory.
+  // of as the file holds it: no more memory. On in NVIDIA's row (VAE -0.9 ms, UNet -0.2 on an H100).
   bool channels_last = false;
   // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
   // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
