@@ -131,6 +131,9 @@ inline float load_other_slice(__global const volatile float* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" \
                : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])              \
                : "r"((uint)(size_t)(p)))
+#define CP_ASYNC16(dst, src, bytes)                                                                             \
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) \
+               : "memory")
 #else
 inline ulong shared_address(__local const uint* p) {
   ulong s;
@@ -145,7 +148,14 @@ inline ulong shared_address(__local const uint* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" \
                : "=r"((r)[0]), "=r"((r)[1]), "=r"((r)[2]), "=r"((r)[3])              \
                : "l"(shared_address(p)))
+#define CP_ASYNC16(dst, src, bytes)                                                                             \
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"l"(shared_address(dst)), "l"(src), "r"(bytes) \
+               : "memory")
 #endif
+// 16 bytes from global into local memory without passing through registers (cp.async, compute capability 8.0 or
+// later; the local address as ldmatrix takes it): `bytes` (0 to 16) of them read, the rest zeros. A work-item's
+// copies are complete for it after CP_ASYNC_WAIT_ALL, for its work-group after the barrier that follows.
+#define CP_ASYNC_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
 #endif
 
 // Two floats rounded to fp16 (to nearest even) in one 32-bit word: lo in bits 0-15, hi in bits 16-31.

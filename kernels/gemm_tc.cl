@@ -425,6 +425,18 @@ inline void layer_norm_rows(__global const float* restrict A, int lda, int M, in
 }
 #endif
 
+// TC_CPASYNC (mode 3, PTX with ldmatrix, one copy of the operand tiles, fp16 weights in 16-byte aligned rows): the
+// weight tile of K tile s goes from global memory into copy s % 2 of the weight tile by cp.async, issued where the
+// registers' loads would be and waited for at step s + 1 before its barrier; no registers hold it meanwhile. Copy
+// s % 2 was last read by tile s - 2's products, which every warp finished before step s's first barrier.
+#ifndef TC_CPASYNC
+#define TC_CPASYNC 0
+#endif
+#if TC_CPASYNC && !(A_MODE == 3 && SDT_PTX && LDSM_MODE && !B_FLOAT && W_ALIGN8 && TC_STAGES == 1)
+#error "TC_CPASYNC needs mode 3, the PTX path with ldmatrix, one copy of the tiles and 16-byte fp16 weight rows"
+#endif
+#define W_STAGES (TC_CPASYNC ? 2 : TC_STAGES)  // copies of the weight tile
+
 // Arguments as gemm.cl's gemm, B fp16. global (col tiles * NTHREADS, row tiles, splits) in work-items, where
 // the col/row tiles are of P (activation rows m) along dimension 0 and of W (weight rows n) along dimension 1.
 __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
@@ -437,7 +449,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
     __global const float* restrict norm, const int norm_mode) {
   // uint4 arrays: the tiles are 16-byte aligned for vector stores and ldmatrix.
   __local uint4 p_tile[TC_STAGES * TP * LDW / 4];
-  __local uint4 w_tile[TC_STAGES * TW * LDW / 4];
+  __local uint4 w_tile[W_STAGES * TW * LDW / 4];
   __local uint* Ps;  // activations [m][k pair] of the K tile being stored and multiplied (set each step)
   __local uint* Ws;  // weights [n][k pair]
 #if A_MODE == 0
@@ -459,7 +471,9 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 
   // ---- loaders: each work-item moves fixed chunks of both tiles, first into registers, then into local memory.
 #define W_CHUNKS (TW * KQ / NTHREADS)  // 8-half chunks of the weight tile per work-item
+#if !TC_CPASYNC
   uint4 wreg[W_CHUNKS];
+#endif
 #if A_MODE == 0
 #define P_CHUNKS (TP * KF / NTHREADS)  // float4 chunks of the activation tile per work-item
   float4 preg[P_CHUNKS];
@@ -560,7 +574,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
   // last reads of both (tile s - 3's products, tile s - 2's gather) came before step s - 1's barrier.
   for (int s = 0; s <= tiles; ++s) {
     Ps = (__local uint*)p_tile + ((s - 1) & (TC_STAGES - 1)) * (TP * LDW);
-    Ws = (__local uint*)w_tile + ((s - 1) & (TC_STAGES - 1)) * (TW * LDW);
+    Ws = (__local uint*)w_tile + ((s - 1) & (W_STAGES - 1)) * (TW * LDW);
 #if A_MODE == 2
     __local int4* Ktab = Ktab_all + (s & (TC_STAGES - 1)) * KTAB_LEN;
 #if GATHER_NORM
@@ -610,11 +624,15 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
 #endif
       if (s > 0) {
 #endif
+#if TC_CPASYNC
+        CP_ASYNC_WAIT_ALL();  // this work-item's copies of tile s - 1; the barrier below shows everyone's
+#else
       UNROLL_FOR_PTX
       for (int i = 0; i < W_CHUNKS; ++i) {
         const int chunk = tid + i * NTHREADS;
         *(__local uint4*)&Ws[(chunk >> KQ_SHIFT) * LDW + (chunk & (KQ - 1)) * 4] = wreg[i];
       }
+#endif
 #if A_MODE == 0
       // Layer norm: gamma and beta at this work-item's 4 k of the tile, the same for all its chunks (NTHREADS is a
       // multiple of KF); past the slice they read as zero (nothing past K is read; the weight tile is zero there too).
@@ -673,7 +691,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void gemm_tc(
         const int chunk = tid + i * NTHREADS;
         const int n = n0 + (chunk >> KQ_SHIFT), k = k0 + (chunk & (KQ - 1)) * 8;
         __global const B_T* src = B + b_off + weight_row(n, N) * ldb + k;
-#if B_FLOAT
+#if TC_CPASYNC
+        {
+          // Zeros past N and past the slice (bytes 0: nothing read, src then only a valid address).
+          const int bytes = n < N ? 2 * clamp(k_stop - k, 0, 8) : 0;
+          CP_ASYNC16((__local uint*)w_tile + (s & 1) * (TW * LDW) + (chunk >> KQ_SHIFT) * LDW + (chunk & (KQ - 1)) * 4,
+                     bytes ? src : B, bytes);
+        }
+#elif B_FLOAT
         float4 lo, hi;
         if (W_ALIGN8 && n < N && k + 8 <= k_stop) {
           lo = *(__global const float4*)src;

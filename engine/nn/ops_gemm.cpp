@@ -169,9 +169,14 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // ldmatrix loads B fragments for two 8-col tiles at once: a warp's cols must be a multiple of 16 (the 64×64
   // fallback below has 32).
   auto options = [&](bool fused) {
+    const int stages = ctx.tuning().tensor_core_stages(config);
+    const int ldsm = (config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0;
+    // A channels-last convolution's weights through cp.async where the row says so and gemm_tc.cl allows it.
+    const bool cpasync = p.mode == GemmMode::ConvChannelsLast && ptx && ldsm != 0 && stages == 1 && o.b_half &&
+                         p.b_off % 8 == 0 && p.ldb % 8 == 0 && ctx.tuning().tc_cpasync_weights(config);
     return config.defines() + variant + " -DFUSED_SPLITK=" + (fused ? "1" : "0") +
-           " -DTC_STAGES=" + std::to_string(ctx.tuning().tensor_core_stages(config)) +
-           " -DLDSM_MODE=" + std::to_string((config.tn / config.warps_n) % 16 == 0 ? features.ldmatrix : 0);
+           " -DTC_STAGES=" + std::to_string(stages) + " -DLDSM_MODE=" + std::to_string(ldsm) +
+           (cpasync ? " -DTC_CPASYNC=1" : "");
   };
   cl_kernel kernel = nullptr;
   try {

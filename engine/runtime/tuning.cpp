@@ -109,6 +109,10 @@ const TuningRow kTable[] = {
         // (A/B in turns, three rounds, medians of 20) VAE 18.65-18.82 -> 17.79-17.90 ms, UNet 11.39-11.51 ->
         // 11.13-11.33, end to end 33.12-33.24 -> 31.82-32.28 with the VAE, 16.15-16.27 -> 15.99-16.13 with TAESD;
         // docs/bench/2026-12-07/call7-channels-last-models.
+        // cpasync_weights: their weight tiles through cp.async (the 256x64 and 160x64 tiles fit a second weight
+        // tile): on an H100 (A/B in turns, three rounds, medians of 20) the VAE's products 15.61 -> 14.60 ms, the
+        // VAE 18.61-18.68 -> 17.80-17.87, the UNet's products 8.72 -> 8.55 (the UNet itself within its scatter);
+        // docs/bench/2026-12-07/call8-apply-cpasync.
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
@@ -118,6 +122,7 @@ const TuningRow kTable[] = {
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
                          .channels_last = true,
+                         .cpasync_weights = true,
                          .geglu_epilogue = true},
         // Portable attention: 128 work-items of 4×4 scores and 8×4 outputs (a 64 × 32 block): the UNet's
         // 4096-token self-attention 1.61 -> 1.28 ms (16.7 TFLOP/s), UNet 44.2 -> 42.6 ms with fp16 weights (one
@@ -392,6 +397,9 @@ TuningOverrides overrides_from_environment() {
   o.tc_channels_last = flag_from_env("SDT_TC_CHANNELS_LAST",
                                      "0 runs a resnet block's normalised 3×3 convolutions on [C, H, W] maps, 1 "
                                      "channels-last on the tensor cores (chosen at load)");
+  o.tc_cpasync = flag_from_env("SDT_TC_CPASYNC",
+                               "0 loads a channels-last convolution's weight tile through registers, 1 through "
+                               "cp.async into a second copy");
   o.attention_fill = count_from_env("SDT_ATT_FILL", 1L << 10, "work-groups per compute unit (0: no key splits)");
   o.stream_k = flag_from_env("SDT_STREAM_K",
                              "0 runs the big tiles' products as tiles and slices, 1 as stream-K where their last "
@@ -479,6 +487,7 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   effective_.tc_gather_norm = pick(explicit_.tc_gather_norm, environment_.tc_gather_norm);
   effective_.tc_half_normed_input = pick(explicit_.tc_half_normed_input, environment_.tc_half_normed_input);
   effective_.tc_channels_last = pick(explicit_.tc_channels_last, environment_.tc_channels_last);
+  effective_.tc_cpasync = pick(explicit_.tc_cpasync, environment_.tc_cpasync);
   effective_.tc_half_qkv = pick(explicit_.tc_half_qkv, environment_.tc_half_qkv);
   effective_.tc_geglu = pick(explicit_.tc_geglu, environment_.tc_geglu);
   effective_.tc_double_buffer = pick(explicit_.tc_double_buffer, environment_.tc_double_buffer);
@@ -702,6 +711,15 @@ int Tuning::tensor_core_stages(const TcConfig& tile) const {
   // The im2col table's copies, the layer norm's row statistics and the split-K flag: at most 3 KB.
   constexpr std::size_t kOtherLocalBytes = 4096;
   return tc_double_buffer() && fits(tile.threads(), 2 * tile.local_bytes() + kOtherLocalBytes) ? 2 : 1;
+}
+
+bool Tuning::tc_cpasync_weights(const TcConfig& tile) const {
+  if (!effective_.tc_cpasync.value_or(row_->tensor_cores.cpasync_weights) || tensor_core_stages(tile) != 1)
+    return false;
+  // gemm_tc.cl's mode 3 has no im2col table: beside the tiles only the split-K flag.
+  constexpr std::size_t kOtherLocalBytes = 256;
+  const std::size_t weight_tile = sizeof(std::uint32_t) * static_cast<std::size_t>(tile.tk / 2 + 4) * tile.tm;
+  return fits(tile.threads(), tile.local_bytes() + weight_tile + kOtherLocalBytes);
 }
 
 AttentionConfig Tuning::attention(int head_dim) const {

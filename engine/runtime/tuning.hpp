@@ -229,6 +229,11 @@ struct TensorCoreRow {
   // per layer at load (nn::conv_channels_last_layer), which then keeps its weight taps first ([O, k, k, C]) instead
   // of as the file holds it: no more memory. On in NVIDIA's row (VAE -0.9 ms, UNet -0.2 on an H100).
   bool channels_last = false;
+  // A channels-last convolution's weight tile through cp.async (PTX with ldmatrix, one copy of the operand tiles):
+  // each K tile's weights go from global into a second copy of the weight tile without passing through registers,
+  // waited for one step later, where the tile with its second copy fits the device (Tuning::tc_cpasync_weights).
+  // On in NVIDIA's row (the VAE's products -1.0 ms on an H100).
+  bool cpasync_weights = false;
   // A self-attention's fused q/k/v projection whose heads the tensor-core flash kernel takes (up to 128 wide) written
   // in fp16 by gemm_tc.cl (C_HALF) and read so by attention_tc.cl (ATT_HALF): the values that kernel rounds its
   // operands to, so the same bits out, and half the bytes where every work-group of a head reads all of its K and V.
@@ -373,6 +378,7 @@ struct TuningOverrides {
   std::optional<bool> tc_gather_norm = {};              // TensorCoreRow::gather_norm
   std::optional<bool> tc_half_normed_input = {};        // TensorCoreRow::half_normed_input
   std::optional<bool> tc_channels_last = {};            // TensorCoreRow::channels_last
+  std::optional<bool> tc_cpasync = {};                  // TensorCoreRow::cpasync_weights
   std::optional<bool> tc_half_qkv = {};                 // TensorCoreRow::half_attention_operands
   std::optional<bool> tc_geglu = {};                    // TensorCoreRow::geglu_epilogue
   std::optional<bool> tc_map = {};                      // TensorCoreRow::map_epilogue
@@ -402,7 +408,7 @@ struct TuningOverrides {
 // SDT_TC_GATHER_NORM=0 or 1 (a convolution's input group norm in a launch of its own or in gemm_tc's gather),
 // SDT_TC_HALF_INPUT=0 or 1 (that launch's output, a tensor-core convolution's input, in fp32 or fp16),
 // SDT_TC_CHANNELS_LAST=0 or 1 (a resnet block's normalised 3×3 convolutions as [C, H, W] or channels-last; read at
-// load),
+// load), SDT_TC_CPASYNC=0 or 1 (a channels-last convolution's weight tile through registers or cp.async),
 // SDT_TC_HALF_QKV=0 or 1 (a self-attention's q/k/v for the tensor-core flash kernel in fp32 or fp16),
 // SDT_TC_DOUBLE_BUFFER=0 or 1 (gemm_tc's operand tiles once or twice in local memory: two barriers a K step or one),
 // SDT_TC_TK=32 or 64 (every tensor-core tile's k step, where the tile allows it and fits the device),
@@ -520,6 +526,10 @@ class Tuning {
   // Whether a group-normalised 3×3 convolution on the tensor cores may run channels-last: the override, else the
   // row's channels_last (a layer chooses at load).
   bool tc_channels_last() const { return effective_.tc_channels_last.value_or(row_->tensor_cores.channels_last); }
+  // Whether a channels-last convolution on `tile` takes its weights through cp.async: the override, else the row's
+  // cpasync_weights, where the tile keeps one copy of its operands (tensor_core_stages) and a second weight tile
+  // fits beside them.
+  bool tc_cpasync_weights(const TcConfig& tile) const;
   // Whether a self-attention's q/k/v for the tensor-core flash kernel are written in fp16: the override, else the
   // row's half_attention_operands.
   bool tc_half_qkv() const { return effective_.tc_half_qkv.value_or(row_->tensor_cores.half_attention_operands); }

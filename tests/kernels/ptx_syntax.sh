@@ -54,6 +54,13 @@ for ldsm in 0 1 2; do
     done
   done
   check gemm_tc.cl $tile -DLDSM_MODE=$ldsm -DFUSED_SPLITK=1 -DSTREAM_K=1 -DA_MODE=0 -DB_FLOAT=0
+  # channels-last convolutions with their weights through cp.async (ldmatrix's address modes; one copy of the tiles)
+  if [ $ldsm != 0 ]; then
+    for fused in 0 1; do
+      check gemm_tc.cl -DTC_TM=256 -DTC_TN=64 -DTC_WARPS_M=4 -DTC_WARPS_N=2 -DLDSM_MODE=$ldsm -DFUSED_SPLITK=$fused \
+        -DTC_STAGES=1 -DBIAS_HALF=0 -DW_ALIGN8=1 -DA_MODE=3 -DB_FLOAT=0 -DA_HALF=1 -DCONV_KS=3 -DTC_CPASYNC=1
+    done
+  fi
   for head in 64 40 112 128; do
     for half in 0 1; do
       check attention_tc.cl -DHEAD_DIM=$head -DATT_TC_WARPS=4 -DATT_TC_BK=32 -DLDSM_MODE=$ldsm -DATT_HALF=$half -DATT_ALIGN4=1

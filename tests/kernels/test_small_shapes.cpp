@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "conv_test_util.hpp"
+#include "io/tensor_view.hpp"
 #include "kernel_test_util.hpp"
 #include "nn/ops_internal.hpp"
 
@@ -310,6 +311,35 @@ TEST(SmallShapes, ChannelsLastConvolutionThroughTheTensorCoreStandIn) {
     EXPECT_EQ(y->buffer.get(), poisoned);
     test::expect_close(ctx, *y, test::reference_conv(l, &norm.params, ref::Act::None, true, true), 5e-3,
                        "channels-last conv, " + std::to_string(splits) + " slice(s)");
+  }
+}
+
+TEST(SmallShapes, ChannelsLastApplyWritesTheAffineTransposedInFp16) {
+  // apply_channel_affine_channels_last: [C, H, W] fp32 → [H, W, C] fp16, each value the bits of the [C, H, W] apply's
+  // fp32 value (the same affine_silu) rounded to nearest even, into a poisoned output. 72 channels: the 16-byte
+  // stores and a part-filled 64-channel tile; 13: the value-by-value stores; 35 pixels: a part-filled pixel tile.
+  auto& ctx = test::kernel_context();
+  for (const int C : {72, 13}) {
+    const int H = 5, W = 7, S = H * W;
+    const nn::Tensor x =
+        nn::upload(ctx, test::random_floats(static_cast<std::size_t>(C) * S, 60 + C, -3.0f, 3.0f), {C, H, W});
+    const nn::Tensor affine =
+        nn::upload(ctx, test::random_floats(static_cast<std::size_t>(C) * 2, 61 + C, -1.5f, 1.5f), {C, 2});
+    for (const bool silu : {true, false}) {
+      const std::vector<float> planar = nn::download(ctx, nn::apply_channel_affine(ctx, x, affine, silu));
+      const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(S) * C * 2);
+      const nn::Tensor y = nn::apply_channel_affine_channels_last(ctx, x, affine, silu);
+      EXPECT_EQ(y.buffer.get(), poisoned);
+      ASSERT_EQ(y.shape, (std::vector<std::int64_t>{H, W, C}));
+      std::vector<std::uint16_t> got(static_cast<std::size_t>(S) * C);
+      ctx.read(y.buffer, got.data(), got.size() * 2);
+      std::size_t wrong = 0;
+      for (int s = 0; s < S; ++s)
+        for (int c = 0; c < C; ++c)
+          wrong += got[static_cast<std::size_t>(s) * C + c] !=
+                   io::float_to_half(planar[static_cast<std::size_t>(c) * S + s]);
+      EXPECT_EQ(wrong, 0u) << C << " channels" << (silu ? ", SiLU" : "");
+    }
   }
 }
 

@@ -683,6 +683,37 @@ TEST(Tuning, TensorCoreTilesAreDoubleBufferedWhereTheRowSaysSoAndTheyFit) {
   EXPECT_EQ(t.tensor_core_stages(TcConfig{64, 64, 2, 2}), 1);
 }
 
+TEST(Tuning, ChannelsLastWeightsGoThroughCpAsyncWhereTheRowSaysSoAndASecondWeightTileFits) {
+  // TensorCoreRow::cpasync_weights: on in NVIDIA's row only; a tile keeping one copy of its operands takes a second
+  // weight tile (tm rows in a convolution) where it fits beside them: on 48 KB, 256×64 (25 KB + 20 KB) and 160×64
+  // (17.5 + 12.5) do, 256×128 (30 + 20) and 256×64 with 64-k steps (46 + 37) do not, nor any tile with two copies of
+  // everything.
+  for (const DeviceInfo& device : {kH200, kRadeon, kPocl, kUnknown}) {
+    const Tuning t(device, &device == &kH200);
+    const bool nvidia = t.row().label == std::string("NVIDIA GPUs");
+    EXPECT_EQ(t.row().tensor_cores.cpasync_weights, nvidia) << t.row().label;
+    EXPECT_EQ(t.tc_cpasync_weights(TcConfig{256, 64, 4, 2}), nvidia) << t.row().label;
+  }
+  Tuning t(kH200, true);
+  cl::TuningOverrides o;
+  o.tc_cpasync = false;
+  t.set_overrides(o);
+  EXPECT_FALSE(t.tc_cpasync_weights(TcConfig{256, 64, 4, 2}));
+  o.tc_cpasync = true;
+  t.set_overrides(o);
+  EXPECT_TRUE(t.tc_cpasync_weights(TcConfig{256, 64, 4, 2}));
+  EXPECT_TRUE(t.tc_cpasync_weights(TcConfig{160, 64, 2, 2}));
+  EXPECT_FALSE(t.tc_cpasync_weights(TcConfig{256, 64, 4, 2, 64}));
+  EXPECT_FALSE(t.tc_cpasync_weights(TcConfig{256, 128, 4, 4}));
+  o.tc_double_buffer = true;  // 160×64 then keeps two copies of both tiles
+  t.set_overrides(o);
+  EXPECT_FALSE(t.tc_cpasync_weights(TcConfig{160, 64, 2, 2}));
+  for (const char* value : {"0", "1"}) {
+    EnvScope env("SDT_TC_CPASYNC", value);
+    EXPECT_EQ(cl::overrides_from_environment().tc_cpasync, value[0] == '1') << value;
+  }
+}
+
 TEST(Tuning, TheTensorCoreKStepIsTheTilesUnlessOverriddenWhereItFits) {
   // NVIDIA's row steps 64 k at a time in its linear products' tiles (small and big), 32 in every convolution's (the
   // 1×1 ones too); other rows 32 everywhere. SDT_TC_TK / tc_tk gives every tile the one it names where the tile's
