@@ -2,6 +2,7 @@
 // model files opened once per layout, and the fp32 weight storage the accuracy criteria are defined for.
 #pragma once
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,6 +76,55 @@ inline int count_of(const std::vector<std::string>& kernels, const std::string& 
   int n = 0;
   for (const std::string& k : kernels) n += k == name;
   return n;
+}
+
+// What a model part's channels-last test compares: the part loaded twice with fp16 weights for the tensor-core path
+// (the stand-in where the device has none), its resnet blocks' 3×3 convolutions channels-last (TensorCoreRow::
+// channels_last at load) and in the stored order, and one forward of each on that path and with the tensor cores
+// switched off after the load (the channels-last part then puts its weights back in the stored order for gemm.cl).
+struct ChannelsLastRuns {
+  int layers = 0, stored_layers = 0;                      // the layers each load made channels-last
+  std::vector<float> last, stored;                        // on the tensor-core path
+  std::vector<std::string> last_kernels, stored_kernels;  // what those launched
+  std::vector<float> last_off, stored_off;                // with the tensor cores off
+  std::vector<std::string> last_off_kernels;
+};
+template <typename Model, typename Config, typename Forward>
+ChannelsLastRuns run_channels_last_pair(const io::ModelFiles& files, const std::string& part, const Config& config,
+                                        Forward&& forward) {
+  cl::Context& ctx = shared_context();
+  const cl::TensorCores path =
+      ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
+  ChannelsLastRuns runs;
+  const auto load = [&](bool channels_last, int* layers) {
+    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
+      o.tensor_cores = path;
+      o.tc_channels_last = channels_last;
+    });
+    nn::WeightIndex index;
+    Model model = load_as<Model>(files, part, config, nn::DType::F16, &index);
+    *layers = index.channels_last_layers();
+    return model;
+  };
+  const Model last = load(true, &runs.layers);
+  const Model stored = load(false, &runs.stored_layers);
+  const auto run = [&](const Model& model, cl::TensorCores on, std::vector<std::string>* kernels) {
+    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.tensor_cores = on; });
+    nn::Tensor out;
+    std::vector<std::string> launched = launched_kernels(ctx, [&] { out = forward(model); });
+    if (kernels) *kernels = std::move(launched);
+    return nn::download(ctx, out);
+  };
+  runs.last = run(last, path, &runs.last_kernels);
+  runs.stored = run(stored, path, &runs.stored_kernels);
+  runs.last_off = run(last, cl::TensorCores::Off, &runs.last_off_kernels);
+  runs.stored_off = run(stored, cl::TensorCores::Off, nullptr);
+  return runs;
+}
+
+// Whether two outputs are the same bits.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 template <typename Layout>

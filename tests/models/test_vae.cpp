@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "models/vae.hpp"
 #include "models_fixture.hpp"
@@ -68,34 +67,16 @@ TEST(VaeChannelsLast, TheResnetConvolutionsRunChannelsLastWhereTheLoadChoseIt) {
   const FixtureRefs& refs = FixtureRefs::get();
   const io::ModelFiles& files = fixture_model("model");
   cl::Context& ctx = shared_context();
-  const cl::TensorCores path =
-      ctx.tuning().device_has_tensor_cores() ? cl::TensorCores::Ptx : cl::TensorCores::Emulated;
-  const auto load = [&](bool channels_last, nn::WeightIndex& index) {
-    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) {
-      o.tensor_cores = path;
-      o.tc_channels_last = channels_last;
-    });
-    return load_as<models::VaeDecoder>(files, "vae", files.vae, nn::DType::F16, &index);
-  };
-  nn::WeightIndex last_index, stored_index;
-  const auto last = load(true, last_index);
-  const auto stored = load(false, stored_index);
-  EXPECT_EQ(last_index.channels_last_layers(), 28) << "conv1 and conv2 of the decoder's 14 resnet blocks";
-  EXPECT_EQ(stored_index.channels_last_layers(), 0);
-
   const std::string name = refs.txt2img_cases().front()["case"];
   const nn::Tensor latents = nn::upload(ctx, refs.tensor(name + "_latents_final"), refs.shape(name + "_latents_final"));
-  const auto decode = [&](const models::VaeDecoder& decoder, cl::TensorCores on, std::vector<std::string>* kernels) {
-    const TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.tensor_cores = on; });
-    nn::Tensor image;
-    *kernels = launched_kernels(ctx, [&] { image = decoder(ctx, latents); });
-    return nn::download(ctx, image);
-  };
-  std::vector<std::string> last_kernels, stored_kernels;
-  const std::vector<float> a = decode(last, path, &last_kernels), b = decode(stored, path, &stored_kernels);
-  EXPECT_EQ(count_of(last_kernels, "channel_affine_apply_channels_last"), 28);
-  EXPECT_EQ(count_of(last_kernels, "conv_weight_taps_first"), 0) << "a layer went the way back";
-  EXPECT_EQ(count_of(stored_kernels, "channel_affine_apply_channels_last"), 0);
+  const ChannelsLastRuns runs = run_channels_last_pair<models::VaeDecoder>(
+      files, "vae", files.vae, [&](const models::VaeDecoder& decoder) { return decoder(ctx, latents); });
+  EXPECT_EQ(runs.layers, 28) << "conv1 and conv2 of the decoder's 14 resnet blocks";
+  EXPECT_EQ(runs.stored_layers, 0);
+  EXPECT_EQ(count_of(runs.last_kernels, "channel_affine_apply_channels_last"), 28);
+  EXPECT_EQ(count_of(runs.last_kernels, "conv_weight_taps_first"), 0) << "a layer went the way back";
+  EXPECT_EQ(count_of(runs.stored_kernels, "channel_affine_apply_channels_last"), 0);
+  const std::vector<float>&a = runs.last, &b = runs.stored;
   // Measured on PoCL (emulated), image max |diff|: against the [C, H, W] decoder 3.6e-4; against diffusers 9.05e-4,
   // where the [C, H, W] decoder has 8.89e-4 (rel L2 2.78e-4 both). One convolution differs from its [C, H, W] form by
   // ~1e-6 of its largest value (the order of the fp32 sums); through the decoder those differences flip fp16
@@ -114,13 +95,9 @@ TEST(VaeChannelsLast, TheResnetConvolutionsRunChannelsLastWhereTheLoadChoseIt) {
   EXPECT_LE(d_ref.rel_l2, 1.25 * d_stored.rel_l2);
 
   // The tensor cores off after the load: gemm.cl with the weights put back in their stored order.
-  std::vector<std::string> back_kernels, portable_kernels;
-  const std::vector<float> c = decode(last, cl::TensorCores::Off, &back_kernels);
-  const std::vector<float> d = decode(stored, cl::TensorCores::Off, &portable_kernels);
-  EXPECT_EQ(count_of(back_kernels, "conv_weight_taps_first"), 28);
-  EXPECT_EQ(count_of(back_kernels, "channel_affine_apply_channels_last"), 0);
-  ASSERT_EQ(c.size(), d.size());
-  EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0) << "the way back changed the weights";
+  EXPECT_EQ(count_of(runs.last_off_kernels, "conv_weight_taps_first"), 28);
+  EXPECT_EQ(count_of(runs.last_off_kernels, "channel_affine_apply_channels_last"), 0);
+  EXPECT_TRUE(same_bits(runs.last_off, runs.stored_off)) << "the way back changed the weights";
 }
 
 TEST(VaeLatentDistribution, ClampsTheLogVarianceAsDiffusersDoes) {
