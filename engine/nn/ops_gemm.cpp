@@ -645,21 +645,28 @@ Tensor conv2d(cl::Context& ctx, const Tensor& x, const Tensor& w, const Tensor* 
   return out;
 }
 
+namespace {
+// convert.cl's conv_weight_taps_first: each of O blocks [A, B] of `from` into [B, A] in `to`, values moved as they
+// are (16-bit for fp16, 32-bit for fp32).
+void transpose_blocks(cl::Context& ctx, DType dtype, cl_mem from, std::int64_t O, std::int64_t A, std::int64_t B,
+                      cl_mem to) {
+  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
+                                dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
+  const std::size_t local = detail::fit_local(ctx, kernel, 256);
+  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(A * B), local), static_cast<std::size_t>(O)),
+             cl::Range(local, 1), from, static_cast<int>(A), static_cast<int>(B), to);
+}
+}  // namespace
+
 Tensor conv_weight_taps_first(cl::Context& ctx, const Tensor& w) {
   const std::string op = "conv_weight_taps_first";
   if (!w.defined() || w.rank() != 4 || w.dim(2) != w.dim(3) || w.dim(0) <= 0 || w.dim(1) <= 0 || w.dim(2) <= 0)
     fail(op, "expected w [O, C, k, k], got " + (w.defined() ? describe("w", w) : std::string("nothing")));
-  detail::require_int_indexable(op, w);
-  const std::int64_t O = w.dim(0), C = w.dim(1), T = w.dim(2) * w.dim(3);
   Tensor out;  // a weight: a buffer of its own, outside the activations' pool
-  out.shape = {O, w.dim(2), w.dim(3), C};
+  out.shape = {w.dim(0), w.dim(2), w.dim(3), w.dim(1)};
   out.dtype = w.dtype;
   out.buffer = ctx.persistent(out.bytes());
-  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
-                                w.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
-  const std::size_t local = detail::fit_local(ctx, kernel, 256);
-  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
-             cl::Range(local, 1), w.buffer, static_cast<int>(C), static_cast<int>(T), out.buffer);
+  conv_weight_taps_first_into(ctx, w, out);
   return out;
 }
 
@@ -673,7 +680,6 @@ void conv_weight_taps_first_into(cl::Context& ctx, const Tensor& w, const Tensor
                  std::to_string(C) + "] of w's dtype for " + describe("w", w) + ", got " +
                  (w_taps.defined() ? describe("w_taps", w_taps) : std::string("nothing")));
   detail::require_int_indexable(op, w);
-  const std::int64_t T = k * k;
   cl_mem source = w.buffer.get();
   cl::Buffer aside;  // released once enqueued: OpenCL keeps it until the reorder has read it
   if (source == w_taps.buffer.get()) {
@@ -681,11 +687,7 @@ void conv_weight_taps_first_into(cl::Context& ctx, const Tensor& w, const Tensor
     ctx.copy(w.buffer, aside, w.bytes());
     source = aside.get();
   }
-  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
-                                w.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
-  const std::size_t local = detail::fit_local(ctx, kernel, 256);
-  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
-             cl::Range(local, 1), source, static_cast<int>(C), static_cast<int>(T), w_taps.buffer);
+  transpose_blocks(ctx, w.dtype, source, O, C, k * k, w_taps.buffer.get());  // [O, C, T] → [O, T, C]
 }
 
 Tensor conv_weight_taps_last(cl::Context& ctx, const Tensor& w_taps) {
@@ -695,14 +697,9 @@ Tensor conv_weight_taps_last(cl::Context& ctx, const Tensor& w_taps) {
     fail(op, "expected w_taps [O, k, k, C], got " +
                  (w_taps.defined() ? describe("w_taps", w_taps) : std::string("nothing")));
   detail::require_int_indexable(op, w_taps);
-  const std::int64_t O = w_taps.dim(0), k = w_taps.dim(1), C = w_taps.dim(3), T = k * k;
+  const std::int64_t O = w_taps.dim(0), k = w_taps.dim(1), C = w_taps.dim(3);
   Tensor out = empty(ctx, {O, C, k, k}, w_taps.dtype);
-  // conv_weight_taps_first moves [O, C', T'] to [O, T', C']: with C' = T and T' = C, [O, T, C] back to [O, C, T].
-  cl_kernel kernel = ctx.kernel("convert", "conv_weight_taps_first",
-                                w_taps.dtype == DType::F16 ? " -DELEMENT_T=ushort" : " -DELEMENT_T=uint");
-  const std::size_t local = detail::fit_local(ctx, kernel, 256);
-  ctx.launch(kernel, cl::Range(cl::round_up(static_cast<std::size_t>(C * T), local), static_cast<std::size_t>(O)),
-             cl::Range(local, 1), w_taps.buffer, static_cast<int>(T), static_cast<int>(C), out.buffer);
+  transpose_blocks(ctx, w_taps.dtype, w_taps.buffer.get(), O, k * k, C, out.buffer.get());  // [O, T, C] → [O, C, T]
   return out;
 }
 
