@@ -66,7 +66,7 @@ Tensor Conv2d::run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geomet
   if (winograd_.defined()) return conv2d_winograd(ctx, x, winograd_, bias, geometry, fusion);
   if (filter_tile_) return conv2d_winograd_per_call(ctx, x, weight_, filter_tile_, bias, geometry, fusion);
   if (taps_.defined()) {
-    if (fusion.input_norm && !geometry.upsample2x)
+    if (fusion.input_norm)  // (an upsampling read it declines itself)
       if (std::optional<Tensor> out = conv2d_channels_last(ctx, x, taps_, bias, geometry, fusion))
         return std::move(*out);
     // The tensor-core path could not take it after all (its program refused, tensor cores switched off since the

@@ -47,8 +47,6 @@ class Conv2d {
   const Tensor* bias() const { return bias_.defined() ? &bias_ : nullptr; }
   // Whether this layer runs as Winograd (chosen at load).
   bool winograd() const { return winograd_.defined() || filter_tile_ > 0; }
-  // Whether this layer runs channels-last (chosen at load).
-  bool channels_last() const { return taps_.defined(); }
 
  private:
   Tensor run(cl::Context& ctx, const Tensor& x, const ConvGeometry& geometry, const ConvFusion& fusion,
