@@ -270,23 +270,33 @@ DEFINE_CHANNEL_AFFINE(, float, STORE_F32, STORE_F32_4)
 DEFINE_CHANNEL_AFFINE(_half, half, STORE_F16, STORE_F16_4)
 
 // The same values as channel_affine_apply_half, written channels-last for gemm_tc.cl's mode 3: x [C, S] fp32 →
-// y [S, C] fp16 (rounded to nearest even), through a 32 × 32 tile in local memory so that the reads (along S) and
-// the writes (along C) are both coalesced. global (round_up(S, 32), round_up(C, 32) / 4), local (32, 8): a
-// work-item moves four values.
+// y [S, C] fp16 (rounded to nearest even), through a 64-channel × 32-pixel tile in local memory so that the reads
+// (along S, 128 bytes a warp row) and the writes (along C) are both coalesced, and each work-item writes one pixel's
+// 8 channels with one 16-byte store (where C is a multiple of 8; else value by value). global (round_up(S, 32),
+// round_up(C, 64) / 8), local (32, 8): a work-item normalises eight values and stores eight.
 __kernel __attribute__((reqd_work_group_size(32, 8, 1))) void channel_affine_apply_channels_last(
     __global const float* restrict x, __global const float* restrict affine, const int S, const int C, const int silu,
     __global half* restrict y) {
-  __local float tile[32][33];
+  __local float tile[64][33];
   const int lx = get_local_id(0), ly = get_local_id(1);
-  const int s0 = get_group_id(0) * 32, c0 = get_group_id(1) * 32;
-  for (int j = 0; j < 32; j += 8) {
+  const int s0 = get_group_id(0) * 32, c0 = get_group_id(1) * 64;
+  for (int j = 0; j < 64; j += 8) {
     const int c = c0 + ly + j, s = s0 + lx;
     if (c < C && s < S) tile[ly + j][lx] = affine_silu(x[c * S + s], affine[2 * c], affine[2 * c + 1], silu);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int j = 0; j < 32; j += 8) {
-    const int s = s0 + ly + j, c = c0 + lx;
-    if (c < C && s < S) vstore_half_rte(tile[lx][ly + j], s * C + c, y);
+  const int t = ly * 32 + lx, p = t >> 3, q = (t & 7) * 8;  // pixel p of the tile, its channels q .. q + 7
+  const int s = s0 + p, c = c0 + q;
+  if (s >= S || c >= C) return;
+  if ((C & 7) == 0) {
+    // One 16-byte store (16-byte aligned: C and c are multiples of 8). Not vstore_half8_rte: NVIDIA's compiler
+    // stores its halves one by one, and the work-items' 2-byte stores 16 bytes apart took the VAE's applies from
+    // 1.39 to 2.17 ms (docs/bench/2026-12-07/call8-apply-cpasync).
+    *(__global uint4*)(y + (size_t)s * C + c) =
+        (uint4)(pack_half2(tile[q][p], tile[q + 1][p]), pack_half2(tile[q + 2][p], tile[q + 3][p]),
+                pack_half2(tile[q + 4][p], tile[q + 5][p]), pack_half2(tile[q + 6][p], tile[q + 7][p]));
+  } else {
+    for (int i = 0; i < 8 && c + i < C; ++i) vstore_half_rte(tile[q + i][p], (size_t)s * C + c + i, y);
   }
 }
 

@@ -163,7 +163,7 @@ Tensor apply_channel_affine_channels_last(cl::Context& ctx, const Tensor& x, con
   cl_kernel kernel = ctx.kernel("norm", "channel_affine_apply_channels_last", " -DGAMMA_HALF=0 -DBETA_HALF=0");
   ctx.launch(
       kernel,
-      cl::Range(cl::round_up(static_cast<std::size_t>(S), 32), cl::round_up(static_cast<std::size_t>(C), 32) / 4),
+      cl::Range(cl::round_up(static_cast<std::size_t>(S), 32), cl::round_up(static_cast<std::size_t>(C), 64) / 8),
       cl::Range(32, 8), x.buffer, affine.buffer, static_cast<int>(S), static_cast<int>(C), silu ? 1 : 0, out.buffer);
   return out;
 }
