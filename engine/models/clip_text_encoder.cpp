@@ -55,6 +55,7 @@ ClipTextEncoder::ClipTextEncoder(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder& ClipTextEncoder::operator=(ClipTextEncoder&&) noexcept = default;
 
 nn::Tensor ClipTextEncoder::forward(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T) const {
+  const cl::LaunchBoundScope launch_bound(ctx);
   nn::Tensor h = nn::embed_tokens(ctx, ids, T, token_embedding_, position_embedding_);  // [T, C]
   for (const auto& layer : layers_) h = layer(ctx, h);
   return final_layer_norm_(ctx, h);  // [T, C]
@@ -107,6 +108,8 @@ nn::Tensor ClipTextEncoder::operator()(cl::Context& ctx, const std::vector<int>&
                                            std::to_string(config_.vocab_size));
   if (records(ctx, static_cast<std::int64_t>(ids.size())))
     if (nn::Tensor out = replay(ctx, ids); out.defined()) return out;
+  // Its launches are many and small: the host's enqueues bound the stage, not the device.
+  const cl::LaunchBoundScope launch_bound(ctx);
   nn::Tensor h = nn::embed_tokens(ctx, ids, token_embedding_, position_embedding_);  // [T, C]
   for (const auto& layer : layers_) h = layer(ctx, h);
   return final_layer_norm_(ctx, h);  // [T, C]

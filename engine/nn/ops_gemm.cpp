@@ -204,15 +204,17 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, kTk);
   // Split K summed in the kernel: a program of its own, only for split products (the PTX built above, so it builds
   // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
+  // The reduce launch writes fp32 rows and knows no GEGLU: an fp16, gated or transposed output needs the kernel to
+  // finish its tiles itself.
+  const bool kernel_finishes = o.c_half || o.geglu || o.c_transposed;
   bool fused = false;
-  if (splits > 1 && features.fused_splitk && ctx.tuning().fused_splitk_for(config))
+  if (splits > 1 && features.fused_splitk &&
+      (kernel_finishes || ctx.tuning().fused_splitk_for(config, ctx.launch_bound())))
     if (cl_kernel summing = summing_product_kernel(ctx, "gemm_tc", options(true), config.threads())) {
       kernel = summing;
       fused = true;
     }
-  // The reduce launch writes fp32 rows and knows no GEGLU: an fp16, gated or transposed output needs the kernel to
-  // finish its tiles itself.
-  if ((o.c_half || o.geglu || o.c_transposed) && splits > 1 && !fused) return false;
+  if (kernel_finishes && splits > 1 && !fused) return false;
   const int k_chunk = static_cast<int>(
       cl::round_up((static_cast<std::size_t>(p.K) + splits - 1) / splits, static_cast<std::size_t>(kTk)));
   const cl::Range global(m_groups * config.threads(), n_groups, splits);

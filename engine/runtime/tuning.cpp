@@ -90,6 +90,19 @@ const TuningRow kTable[] = {
         // 75.7-105.9). Kernel bench and A/B, docs/bench/2026-12-04-evening/call2-conv-tiles.
         // Their split products keep the reduce launch: summed in the kernel (20 chunks of 4 columns a work-item)
         // the UNet took 15.2 ms against 14.05 (A/B, call4-fused-160).
+        // fused_splitk_launch_bound_only (2026-12-07, an H100): only the text encoder's products (Context::
+        // launch_bound) still sum split K in the kernel; every other split tensor-core product takes the reduce
+        // launch. Against summing in the kernel on every tile but `conv` (A/B in turns, three rounds, medians of 20):
+        // UNet 11.17-11.51 -> 10.42-10.77 ms (its products 8.55 + 0.44 of reduce launches -> 7.16 + 1.18: the last
+        // slice of each tile reading every slice's partial tile serialises what one launch spreads over the device),
+        // VAE 16.89-16.91 -> 16.78-16.82, TAESD 1.89-1.91 -> 1.79-1.80, end to end 31.18-32.44 -> 30.40-31.27 with
+        // the VAE, 16.15-17.58 -> 15.29-15.50 with TAESD; docs/bench/2026-12-07/call14-fused-launch-bound. The text
+        // encoder keeps the sum: its stage waits on the host's enqueues, and with the reduce launch (255 launches
+        // instead of 163) it took 2.38-3.13 -> 2.71-3.94 ms though its products ran faster (call12-tc-reduce-launch).
+        // Keeping the sum for products of 77 rows or fewer instead kept the UNet's cross-attention keys and values
+        // summed too: UNet 10.80-11.32 (call13-fused-rows). More or fewer slices than the split rule's were all slower
+        // (call10-split-and-text-tiles, call11-fewer-splits), and so were tiles for the text encoder's 77 rows (80×64,
+        // 96×64, 64×32: text 3.2-4.1 ms against 2.36 on 64×64).
         // The images' 3-channel convolutions (VAE and TAESD) on 16×64 tiles of 2 warps: 6.0-6.1 TFLOP/s against
         // 3.9-4.1 on 64×64, which compute 61 padding rows (kernel bench, call3-conv-row).
         // The VAE's 512- and 256-channel convolutions from 128×128 pixels up on 256×64 tiles of 8 warps (half the
@@ -121,6 +134,7 @@ const TuningRow kTable[] = {
                          .linear_tk = 64,
                          .fused_splitk = true,
                          .conv_fused_splitk = false,
+                         .fused_splitk_launch_bound_only = true,
                          .channels_last = true,
                          .cpasync_weights = true,
                          .geglu_epilogue = true},
@@ -505,9 +519,10 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   ++epoch_;  // what a recording made before chose may differ now
 }
 
-bool Tuning::fused_splitk_for(const TcConfig& tile) const {
+bool Tuning::fused_splitk_for(const TcConfig& tile, bool launch_bound) const {
   if (effective_.tensor_core_features || effective_.fused_splitk) return true;
   const TensorCoreRow& tc = row_->tensor_cores;
+  if (tc.fused_splitk_launch_bound_only) return launch_bound;
   return tc.conv_fused_splitk || !tc.conv || tile.with_tk(tc.conv->tk) != *tc.conv;  // whatever its k step
 }
 

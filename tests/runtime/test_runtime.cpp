@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/cl_error.hpp"
@@ -94,6 +95,28 @@ TEST(Context, RunsAKernelThatMatchesTheCppLoop) {
   auto ctx = test::make_context();
   run_saxpy(*ctx, 1000);  // not a multiple of the work-group size
   run_saxpy(*ctx, 13);
+}
+
+TEST(Context, ALaunchBoundScopeMarksItsWorkAndRestoresWhatWasSetBefore) {
+  auto context = test::make_context();
+  cl::Context& ctx = *context;
+  ASSERT_FALSE(ctx.launch_bound()) << "a context starts device-bound";
+  {
+    const cl::LaunchBoundScope outer(ctx);
+    EXPECT_TRUE(ctx.launch_bound());
+    {
+      const cl::LaunchBoundScope inner(ctx);  // the text encoder's forward inside its own call
+      EXPECT_TRUE(ctx.launch_bound());
+    }
+    EXPECT_TRUE(ctx.launch_bound()) << "the inner scope ended the outer one's";
+  }
+  EXPECT_FALSE(ctx.launch_bound());
+  try {
+    const cl::LaunchBoundScope scope(ctx);
+    throw std::runtime_error("a failed launch");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(ctx.launch_bound()) << "an exception left the context launch-bound";
 }
 
 TEST(Context, AQueueWithoutProfilingRunsTheSameKernelsUntimed) {
