@@ -54,9 +54,10 @@ ClipTextEncoder::~ClipTextEncoder() = default;
 ClipTextEncoder::ClipTextEncoder(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder& ClipTextEncoder::operator=(ClipTextEncoder&&) noexcept = default;
 
-nn::Tensor ClipTextEncoder::forward(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T) const {
+template <typename Embed>
+nn::Tensor ClipTextEncoder::forward(cl::Context& ctx, const Embed& embed) const {
   const cl::LaunchBoundScope launch_bound(ctx);
-  nn::Tensor h = nn::embed_tokens(ctx, ids, T, token_embedding_, position_embedding_);  // [T, C]
+  nn::Tensor h = embed();  // [T, C]
   for (const auto& layer : layers_) h = layer(ctx, h);
   return final_layer_norm_(ctx, h);  // [T, C]
 }
@@ -79,7 +80,7 @@ nn::Tensor ClipTextEncoder::replay(cl::Context& ctx, const std::vector<int>& ids
     r->ids = ctx.persistent(static_cast<std::size_t>(T) * sizeof(int));
     ctx.begin_commands();
     try {
-      r->out = forward(ctx, r->ids, T);
+      r->out = forward(ctx, [&] { return nn::embed_tokens(ctx, r->ids, T, token_embedding_, position_embedding_); });
       r->commands = ctx.end_commands();
     } catch (const Error& e) {
       ctx.abandon_commands();
@@ -108,11 +109,7 @@ nn::Tensor ClipTextEncoder::operator()(cl::Context& ctx, const std::vector<int>&
                                            std::to_string(config_.vocab_size));
   if (records(ctx, static_cast<std::int64_t>(ids.size())))
     if (nn::Tensor out = replay(ctx, ids); out.defined()) return out;
-  // Its launches are many and small: the host's enqueues bound the stage, not the device.
-  const cl::LaunchBoundScope launch_bound(ctx);
-  nn::Tensor h = nn::embed_tokens(ctx, ids, token_embedding_, position_embedding_);  // [T, C]
-  for (const auto& layer : layers_) h = layer(ctx, h);
-  return final_layer_norm_(ctx, h);  // [T, C]
+  return forward(ctx, [&] { return nn::embed_tokens(ctx, ids, token_embedding_, position_embedding_); });
 }
 
 }  // namespace sdt::models

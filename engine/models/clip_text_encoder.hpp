@@ -54,8 +54,10 @@ class ClipTextEncoder {
   std::vector<ClipEncoderLayer> layers_;
   nn::LayerNorm final_layer_norm_;
 
-  // The launches from the embedding to the final layer norm (without the ids' upload).
-  nn::Tensor forward(cl::Context& ctx, const cl::Buffer& ids, std::int64_t T) const;
+  // The launches from the embedding (`embed`: the [T, C] embedded tokens) to the final layer norm, as launch-bound
+  // work (Context::launch_bound): many small launches whose stage waits on the host's enqueues.
+  template <typename Embed>
+  nn::Tensor forward(cl::Context& ctx, const Embed& embed) const;
   bool records(const cl::Context& ctx, std::int64_t T) const;
   nn::Tensor replay(cl::Context& ctx, const std::vector<int>& ids) const;
   struct Recorded;

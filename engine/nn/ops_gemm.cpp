@@ -208,8 +208,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   // finish its tiles itself.
   const bool kernel_finishes = o.c_half || o.geglu || o.c_transposed;
   bool fused = false;
-  if (splits > 1 && features.fused_splitk &&
-      (kernel_finishes || ctx.tuning().fused_splitk_for(config, ctx.launch_bound())))
+  if (splits > 1 && features.fused_splitk && (kernel_finishes || ctx.tuning().fused_splitk_for(ctx.launch_bound())))
     if (cl_kernel summing = summing_product_kernel(ctx, "gemm_tc", options(true), config.threads())) {
       kernel = summing;
       fused = true;

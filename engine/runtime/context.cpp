@@ -613,6 +613,7 @@ void Context::enqueue(cl_kernel kernel, const Range& global, const Range& local)
     auto it = kernel_names_.find(kernel);
     recorded_.push_back({stage_, it == kernel_names_.end() ? std::string("?") : it->second, EventHandle(event), 0, 0,
                          false, global, local});
+    recorded_.back().launch_bound = launch_bound_;
   }
   check_lazily(status, "clEnqueueNDRangeKernel",
                [&] { return kernel_name(kernel) + (stage_.empty() ? "" : " in " + stage_); });
@@ -680,6 +681,7 @@ std::vector<KernelTiming> Context::collect_timings(bool wait_for_queue) {
   if (origin != 0) timing_origin_ = origin;
   const auto since_origin = [origin](cl_ulong t) { return ms_after(origin, t); };
   for (auto& r : recorded_) {
+    const std::size_t before = out.size();
     if (r.timed) {
       const bool anchored = r.mark && r.queued != 0;
       out.push_back({std::move(r.stage), std::move(r.kernel), since_origin(at(r)),
@@ -691,6 +693,7 @@ std::vector<KernelTiming> Context::collect_timings(bool wait_for_queue) {
       out.push_back(
           {std::move(r.stage), std::move(r.kernel), 0.0, 0.0, r.global, r.local, false, false, std::nullopt, {}, {}});
     }
+    if (out.size() > before) out.back().launch_bound = r.launch_bound;
   }
   forget_recorded();
   return out;

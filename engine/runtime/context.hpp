@@ -105,6 +105,7 @@ struct KernelTiming {
   std::optional<double> queued_ms;
   std::chrono::steady_clock::time_point host_enqueued{};
   std::chrono::steady_clock::duration host_enqueue_call{};
+  bool launch_bound = false;  // a launch enqueued while the context was launch-bound (Context::launch_bound)
 };
 
 struct ContextOptions {
@@ -382,6 +383,7 @@ class Context {
     cl_ulong queued = 0;  // a mark's CL_PROFILING_COMMAND_QUEUED, 0 where the driver gives none
     std::chrono::steady_clock::time_point host_enqueued{};  // a mark's: the middle of its enqueue call
     std::chrono::steady_clock::duration host_enqueue_call{};
+    bool launch_bound = false;
   };
   std::optional<cl_ulong> timing_origin_;  // the device time that collect_timings() counts from
   std::vector<Recorded> recorded_;

@@ -133,7 +133,6 @@ const TuningRow kTable[] = {
                          .wide_pixels = 128 * 128,
                          .linear_tk = 64,
                          .fused_splitk = true,
-                         .conv_fused_splitk = false,
                          .fused_splitk_launch_bound_only = true,
                          .channels_last = true,
                          .cpasync_weights = true,
@@ -519,11 +518,9 @@ void Tuning::set_overrides(const TuningOverrides& overrides) {
   ++epoch_;  // what a recording made before chose may differ now
 }
 
-bool Tuning::fused_splitk_for(const TcConfig& tile, bool launch_bound) const {
+bool Tuning::fused_splitk_for(bool launch_bound) const {
   if (effective_.tensor_core_features || effective_.fused_splitk) return true;
-  const TensorCoreRow& tc = row_->tensor_cores;
-  if (tc.fused_splitk_launch_bound_only) return launch_bound;
-  return tc.conv_fused_splitk || !tc.conv || tile.with_tk(tc.conv->tk) != *tc.conv;  // whatever its k step
+  return !row_->tensor_cores.fused_splitk_launch_bound_only || launch_bound;
 }
 
 TensorCoreFeatures Tuning::tensor_core_features(bool ptx) const {

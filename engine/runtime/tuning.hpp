@@ -203,12 +203,10 @@ struct TensorCoreRow {
   int linear_tk = 32;
   // Split K summed inside gemm_tc by the last slice of each tile instead of a reduce launch.
   bool fused_splitk = false;
-  // The same for the `conv` tile's split products (where fused_splitk is on).
-  bool conv_fused_splitk = true;
   // Where set (and fused_splitk is on), only products enqueued while the context is launch-bound (Context::
   // launch_bound: the text encoder) sum split K in the kernel, a launch fewer each; every other split product takes
   // the reduce launch, unless its output needs the kernel to finish its tiles (fp16, GEGLU or transposed stores,
-  // which the reduce launch cannot write). Off: conv_fused_splitk decides.
+  // which the reduce launch cannot write). Off: every split product sums in the kernel.
   bool fused_splitk_launch_bound_only = false;
   // A layer norm followed by a linear product of at most this many rows (the text encoder's 77 tokens) runs in the
   // product's gather (gemm_tc.cl's ln_gamma): one launch fewer, and each work-group computes its rows' statistics
@@ -510,11 +508,11 @@ class Tuning {
   // What gemm_tc uses: the override, else the probed ldmatrix mode (0 for the emulated kernel or before the
   // probe) and the row's fused split-K choice.
   TensorCoreFeatures tensor_core_features(bool ptx) const;
-  // Whether a split product on `tile` sums its slices in the kernel (where the device's summing program may run,
+  // Whether a split tensor-core product sums its slices in the kernel (where the device's summing program may run,
   // tensor_core_features): only while `launch_bound` (Context::launch_bound) where the row says so
-  // (TensorCoreRow::fused_splitk_launch_bound_only), else not on the row's convolution tile where the row says so
-  // (TensorCoreRow::conv_fused_splitk); always where an override sets the sum (tests, SDT_FUSED_SPLITK).
-  bool fused_splitk_for(const TcConfig& tile, bool launch_bound) const;
+  // (TensorCoreRow::fused_splitk_launch_bound_only), else always; always where an override sets the sum (tests,
+  // SDT_FUSED_SPLITK).
+  bool fused_splitk_for(bool launch_bound) const;
   // Whether a layer norm followed by a linear product of M rows on the tensor-core path runs in the product's
   // gather: the override, else the row's ln_fold_rows.
   bool layer_norm_folds(int M) const { return M <= effective_.ln_fold_rows.value_or(row_->tensor_cores.ln_fold_rows); }

@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "models/clip_text_encoder.hpp"
 #include "models_fixture.hpp"
@@ -96,6 +98,41 @@ TEST(ClipTextEncoder, LayerNormsInTheTensorCoreGatherKeepTheHiddenStates) {
   EXPECT_EQ(d.non_finite, 0u);
   EXPECT_LE(between.rel_l2, 5e-4);
   EXPECT_LE(d.rel_l2, 2e-3);
+}
+
+TEST(ClipTextEncoder, EveryLaunchOfAnEncodingIsLaunchBoundAndTheWorkAfterItIsNot) {
+  // Context::launch_bound marks the text encoder's work (NVIDIA's row sums only its split products in the kernel,
+  // TensorCoreRow::fused_splitk_launch_bound_only): every launch from the embedding to the final layer norm is
+  // recorded as launch-bound, and the scope ends with the encoding, so the next launch (the UNet's, here a scale)
+  // is not.
+  const FixtureRefs& refs = FixtureRefs::get();
+  const io::ModelFiles& files = fixture_model("model");
+  cl::Context& ctx = shared_context();
+  const auto encoder = load_fp32<models::ClipTextEncoder>(files, "text_encoder", files.text_encoder);
+  const std::string name = refs.txt2img_cases().at(0)["case"];
+  const std::vector<std::int32_t> ids = refs.ids(name + "_ids");
+  ASSERT_FALSE(ctx.launch_bound());
+  struct Recording {
+    cl::Context& ctx;
+    explicit Recording(cl::Context& c) : ctx(c) { ctx.set_recording(true); }
+    ~Recording() { ctx.set_recording(false); }
+  };
+  std::vector<cl::KernelTiming> launches;
+  {
+    const Recording recording(ctx);
+    const nn::Tensor hidden = encoder(ctx, std::vector<int>(ids.begin(), ids.end()));
+    EXPECT_FALSE(ctx.launch_bound()) << "the encoding left the context launch-bound";
+    nn::scale(ctx, hidden, 2.0f);
+    launches = ctx.collect_timings();
+  }
+  std::erase_if(launches, [](const cl::KernelTiming& t) { return t.mark; });
+  // At least the embedding, 4 products and 2 norms a layer, and the final norm; then the scale.
+  ASSERT_GE(launches.size(), static_cast<std::size_t>(7 * files.text_encoder.num_layers + 3));
+  EXPECT_EQ(launches.front().kernel, "embed_tokens");
+  for (std::size_t i = 0; i + 1 < launches.size(); ++i)
+    EXPECT_TRUE(launches[i].launch_bound) << "launch " << i << " (" << launches[i].kernel << ") of the encoding";
+  EXPECT_EQ(launches.back().kernel, "scale");
+  EXPECT_FALSE(launches.back().launch_bound) << "the launch after the encoding";
 }
 
 TEST(ClipTextEncoder, RecordedLaunchesGiveEachPromptTheSameBitsAsLaunchesOneByOne) {

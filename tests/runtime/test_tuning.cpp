@@ -360,17 +360,13 @@ TEST(Tuning, TensorCoreTilesFollowTheShape) {
   // NVIDIA's row sums split K in the kernel only while the work is launch-bound (the text encoder, whose stage waits
   // on the host's enqueues); every other split product takes the reduce launch (measured faster on the device); an
   // override of the sum wins.
-  for (const TcConfig& tile : {conv, big, wide, small, small.with_tk(64)}) {
-    EXPECT_TRUE(h200.fused_splitk_for(tile, true));
-    EXPECT_FALSE(h200.fused_splitk_for(tile, false));
-  }
-  EXPECT_TRUE(Tuning(kH200, true, {.fused_splitk = true}).fused_splitk_for(conv, false));
-  EXPECT_TRUE(
-      Tuning(kH200, true, {.tensor_core_features = cl::TensorCoreFeatures{0, true}}).fused_splitk_for(conv, false));
-  // A row without that rule (any other GPU's) and without a convolution tile of its own: every tile sums in the
-  // kernel, launch-bound or not.
-  EXPECT_TRUE(Tuning(kRadeon, false).fused_splitk_for(big, false));
-  EXPECT_TRUE(Tuning(kRadeon, false).fused_splitk_for(small, true));
+  EXPECT_TRUE(h200.fused_splitk_for(true));
+  EXPECT_FALSE(h200.fused_splitk_for(false));
+  EXPECT_TRUE(Tuning(kH200, true, {.fused_splitk = true}).fused_splitk_for(false));
+  EXPECT_TRUE(Tuning(kH200, true, {.tensor_core_features = cl::TensorCoreFeatures{0, true}}).fused_splitk_for(false));
+  // A row without that rule (any other GPU's): every split product sums in the kernel, launch-bound or not.
+  EXPECT_TRUE(Tuning(kRadeon, false).fused_splitk_for(false));
+  EXPECT_TRUE(Tuning(kRadeon, false).fused_splitk_for(true));
   // Linear products (64-k steps in NVIDIA's row): big where its tiles alone fill the device.
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 2560), big.with_tk(64));   // 32 × 20 tiles ≥ 264
   EXPECT_EQ(h200.tensor_core_tiles(GemmMode::Linear, 4096, 320), small.with_tk(64));  // 32 × 3 tiles < 264
@@ -753,8 +749,6 @@ TEST(Tuning, TheTensorCoreKStepIsTheTilesUnlessOverriddenWhereItFits) {
   EXPECT_EQ(conv, (TcConfig{160, 64, 2, 2, 64}));
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Linear, 4096, 320).tk, 64);
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 512 * 512, 64).tk, 64);
-  // Outside launch-bound work the row's split products keep the reduce launch, whatever the tile's k step.
-  EXPECT_FALSE(t.fused_splitk_for(conv, false));
   EXPECT_EQ(t.tensor_core_tiles(GemmMode::Conv, 256 * 256, 256), (TcConfig{256, 64, 4, 2, 64}));
   EXPECT_EQ((TcConfig{256, 64, 4, 2, 64}).local_bytes(), 4u * 36 * 320);
   o.tensor_core_tiles = TcConfig{128, 256, 2, 4};  // 4 × 36 × 384 = 55 KB with tk 64: keeps 32
