@@ -201,7 +201,7 @@ bool run_gemm_tc(cl::Context& ctx, const GemmProblem& p, const detail::GemmOpera
   const int tile_m = p.mode == GemmMode::Linear ? config.tm : config.tn;
   const int tile_n = p.mode == GemmMode::Linear ? config.tn : config.tm;
   const std::size_t m_groups = (p.M + tile_m - 1) / tile_m, n_groups = (p.N + tile_n - 1) / tile_n;
-  const int splits = ctx.tuning().gemm_splits(m_groups * n_groups, p.K, kTk);
+  const int splits = ctx.tuning().tensor_core_splits(config, m_groups * n_groups, p.K);
   // Split K summed in the kernel: a program of its own, only for split products (the PTX built above, so it builds
   // too). Built into every product, the sum's code made the unsplit ones 5-14 % slower on the H200 (2026-12-03).
   // The reduce launch writes fp32 rows and knows no GEGLU: an fp16, gated or transposed output needs the kernel to

@@ -126,6 +126,12 @@ const TuningRow kTable[] = {
         // tile): on an H100 (A/B in turns, three rounds, medians of 20) the VAE's products 15.61 -> 14.60 ms, the
         // VAE 18.61-18.68 -> 17.80-17.87, the UNet's products 8.72 -> 8.55 (the UNet itself within its scatter);
         // docs/bench/2026-12-07/call8-apply-cpasync.
+        // eight_warp_resident_per_unit 2: the 8-warp tiles' split products in one round of two work-groups a
+        // compute unit (the VAE's 512-channel convolutions at 64²: 2 slices, not 3). Against the split rule alone
+        // (A/B in turns, three rounds, medians of 20, an H100): VAE 16.81-16.85 -> 16.63-16.68 ms (its products
+        // 14.32 -> 14.13, reduce launches 0.23 -> 0.19), the rest within their scatter;
+        // docs/bench/2026-12-07/call16-eight-warp-round. The rule 16,4,1 for every product gave the VAE -0.27 but the
+        // UNet +1 to +2 ms (call15-where-it-stands).
         .tensor_cores = {.ptx = true,
                          .conv = TcConfig{160, 64, 2, 2},
                          .narrow = TcConfig{16, 64, 1, 2},
@@ -134,6 +140,7 @@ const TuningRow kTable[] = {
                          .linear_tk = 64,
                          .fused_splitk = true,
                          .fused_splitk_launch_bound_only = true,
+                         .eight_warp_resident_per_unit = 2,
                          .channels_last = true,
                          .cpasync_weights = true,
                          .geglu_epilogue = true},
@@ -659,6 +666,15 @@ int Tuning::gemm_splits(std::size_t tiles, int K, int tk) const {
   if (tiles >= target) return 1;
   const int wanted = static_cast<int>((target + tiles - 1) / tiles);
   return std::max(1, std::min({wanted, steps / split.min_steps_per_split, split.max_splits}));
+}
+
+int Tuning::tensor_core_splits(const TcConfig& tile, std::size_t tiles, int K) const {
+  const int splits = gemm_splits(tiles, K, tile.tk);
+  const int resident = row_->tensor_cores.eight_warp_resident_per_unit;
+  if (splits <= 1 || resident <= 0 || tile.threads() < 256 || effective_.gemm_splits || effective_.split_k)
+    return splits;
+  const std::size_t round = static_cast<std::size_t>(resident) * compute_units_;
+  return static_cast<int>(std::clamp<std::size_t>(round / std::max<std::size_t>(tiles, 1), 1, splits));
 }
 
 int Tuning::attention_splits(std::size_t groups, int Tk, int bk) const {

@@ -208,6 +208,10 @@ struct TensorCoreRow {
   // the reduce launch, unless its output needs the kernel to finish its tiles (fp16, GEGLU or transposed stores,
   // which the reduce launch cannot write). Off: every split product sums in the kernel.
   bool fused_splitk_launch_bound_only = false;
+  // Work-groups of 8 warps (the 256-work-item tiles: `big`, `wide`) resident at once per compute unit, if set: their
+  // split products take at most the K slices that keep all their work-groups in one such round
+  // (Tuning::tensor_core_splits), where the split rule alone would start a second round that runs part empty.
+  int eight_warp_resident_per_unit = 0;
   // A layer norm followed by a linear product of at most this many rows (the text encoder's 77 tokens) runs in the
   // product's gather (gemm_tc.cl's ln_gamma): one launch fewer, and each work-group computes its rows' statistics
   // once more; 0: never (the norm is a launch of its own). 0 in every row: every work-group reading its rows over
@@ -467,6 +471,10 @@ class Tuning {
   // How many slices K is split into for a product of `tiles` work-groups with a K step of `tk`: 1 when the tiles
   // fill the device (groups_per_unit per compute unit); else enough to, within the row's limits.
   int gemm_splits(std::size_t tiles, int K, int tk) const;
+  // The same for a gemm_tc product of `tiles` work-groups on `tile`: gemm_splits(), at most what keeps an 8-warp
+  // tile's work-groups in one round of TensorCoreRow::eight_warp_resident_per_unit a compute unit (at least 1);
+  // an override of the split (gemm_splits, split_k) decides alone.
+  int tensor_core_splits(const TcConfig& tile, std::size_t tiles, int K) const;
   // Whether gemm.cl sums split K itself (FUSED_SPLITK, a program of its own for split products): the override, else
   // the row's SplitKRow::fused; never while the steady path is deferred, nor on a device of a PTX row (NVIDIA) where
   // the PTX cannot run, since its fence is membar.gl.

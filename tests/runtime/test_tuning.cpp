@@ -380,6 +380,18 @@ TEST(Tuning, SplitKFillsTheDeviceWithinTheRowsLimits) {
   EXPECT_EQ(h200.gemm_splits(1, 12 * 32, 32), 3);    // at least 4 K steps each
   EXPECT_EQ(h200.gemm_splits(100, 4096, 32), 3);     // enough to fill: ceil(264 / 100)
   EXPECT_EQ(h200.gemm_splits(1, 3 * 32, 32), 1);
+  // Tensor-core tiles of 8 warps (NVIDIA's row: two resident a compute unit) keep their slices within one round of
+  // 264 work-groups: the VAE's 512-channel convolutions at 64² (128 tiles of 128×128) split in 2, not 3.
+  const TcConfig eight_warps{128, 128, 2, 4}, four_warps{64, 64, 2, 2};
+  EXPECT_EQ(h200.tensor_core_splits(eight_warps, 128, 512 * 9), 2);
+  EXPECT_EQ(h200.tensor_core_splits(four_warps, 128, 512 * 9), 3) << "4-warp tiles keep the split rule";
+  EXPECT_EQ(h200.tensor_core_splits(eight_warps, 200, 512 * 9), 1) << "a second round of 136 would run part empty";
+  EXPECT_EQ(h200.tensor_core_splits(eight_warps, 264, 512 * 9), 1);
+  EXPECT_EQ(h200.tensor_core_splits(eight_warps, 8, 1280 * 9), 16) << "within one round, the split rule's limit";
+  EXPECT_EQ(h200.tensor_core_splits(eight_warps, 8, 12 * 32), 3) << "at least 4 K steps a slice";
+  EXPECT_EQ(Tuning(kRadeon, false).tensor_core_splits(eight_warps, 128, 512 * 9), 3) << "a row without the cap";
+  EXPECT_EQ(Tuning(kH200, true, {.split_k = cl::SplitKRow{16, 4, 2}}).tensor_core_splits(eight_warps, 128, 512 * 9), 3)
+      << "an override of the split rule decides alone";
 }
 
 TEST(Tuning, AttentionKeySplitsFillTheDeviceWithWholeKeySteps) {

@@ -2,7 +2,7 @@
 # e83: the tensor-core products on 8-warp tiles (128×128, 256×64) split K into at most the slices that keep their
 # work-groups in one round of two a compute unit (TensorCoreRow::eight_warp_resident_per_unit: the VAE's 512-channel
 # convolutions at 64², 128 tiles, in 2 slices instead of 3), against ff16392: both sides in turns (three rounds,
-# medians of 20, fp16 on the tensor cores), a profile of each.
+# medians of 20, fp16 on the tensor cores), a profile of each; GPU tests of the tensor-core products (new binary) first.
 set -uo pipefail
 work=$(mktemp -d); out=$work/e83; mkdir -p "$out" "${OUT:-out}"
 save() { tar -czf "$work/part.tgz" -C "$work" e83 && mv "$work/part.tgz" "${OUT:-out}/e83.tgz"; }
@@ -11,6 +11,11 @@ source scripts/device-gpu.sh; device_gpu_setup "$bundle"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$out/nvidia-smi.txt" 2>&1
 "$bundle/bin/sdturbo-cli" --list-devices >"$out/devices.txt" 2>&1
 gpu=$(device_gpu_index "$out/devices.txt"); gpu=${gpu:-0}
+save
+SDT_TEST_DEVICE=$gpu timeout 120 "$bundle/bin/sdt_test_kernels" \
+  --gtest_filter='TensorCores.*:SmallShapes.ChannelsLast*-TensorCores.EveryKernelFeatureMatchesFp16Reference:TensorCores.MatchFp16ReferenceAtOddShapesInEveryTileConfiguration' >"$out/gpu-tests-kernels-new.txt" 2>&1
+echo "GPU kernel tests, new: exit $? ($SECONDS s)"
+grep -E "^\[  FAILED|tests ran|PASSED" "$out/gpu-tests-kernels-new.txt"
 save
 cache=$(mktemp -d)
 bench() {  # name, binary, then extra args
