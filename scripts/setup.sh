@@ -10,6 +10,7 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev libpng-dev libcli11-dev libssl-dev
   clang libclang-rt-14-dev
   oclgrind
+  ccache
   xvfb xauth x11-utils imagemagick
 )
 

@@ -8,9 +8,18 @@
 #                                  benchmark (the whole suite but the desktop app's, which step 5 runs, and the
 #                                  kernels' accuracy at full layer shapes, which step 1 runs)
 #                               5. the desktop app's tests (engine on a worker thread) under ThreadSanitizer
-# CI should stay under 40 minutes on two cores (the last full run took 51, builds being two thirds of it): the
-# desktop app (a third of the compile time) is built under one sanitizer only, ThreadSanitizer, where its engine
-# thread is what can go wrong.
+# CI should stay under 40 minutes on two cores. It does not: the last run of a stop, on a clean clone,
+# took 56. Measured step by step here on two cores (2026-12-07; the builds from a cold ccache):
+#   - release build: 600 s;
+#   - release tests: 636 s with PoCL's kernel cache empty, 215 s with it full. PoCL's LLVM compiling the 764
+#     program variants the suite builds is the difference (one tensor-core tile variant: 2-5 s; its test runs in
+#     0.6 s once compiled). The later steps find those programs in PoCL's cache (~/.cache/pocl);
+#   - ASan + UBSan build: 507 s. Its tests: 322 s.
+# Builds are about half of a run, and a machine that runs CI again keeps them: ccache, when installed (setup.sh
+# installs it), compiles through a cache of its own under ~/.cache/ccache. The base folder and an unhashed working
+# folder let a clone in another folder hit it too; the cost is that a cached object's line tables may name the
+# folder of the clone that compiled it first. The desktop app (a third of the compile time) is built under one
+# sanitizer only, ThreadSanitizer, where its engine thread is what can go wrong.
 #   scripts/test.sh --quick     step 1 only
 # Every step runs even when an earlier one failed; the script fails if any did, and ends with a summary.
 set -uo pipefail
@@ -25,6 +34,9 @@ for arg in "$@"; do
 done
 
 bash scripts/setup.sh || exit 1
+if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+fi
 jobs=$(nproc)
 summary=()
 status=0
