@@ -36,6 +36,24 @@ class TuningScope {
   cl::TuningOverrides saved_;
 };
 
+// Records a context's launches (cl::Context::set_recording) from here to stop() or the end of the scope, whichever
+// comes first: a test that fails or throws between the two leaves the shared kernel context as it found it, instead of
+// recording every later test's launches.
+//   test::RecordingScope recording(ctx);  ... ctx.collect_timings() ...  recording.stop();
+class RecordingScope {
+ public:
+  explicit RecordingScope(cl::Context& ctx, bool launch_events = true) : ctx_(ctx) {
+    ctx_.set_recording(true, launch_events);
+  }
+  ~RecordingScope() { stop(); }
+  void stop() { ctx_.set_recording(false); }
+  RecordingScope(const RecordingScope&) = delete;
+  RecordingScope& operator=(const RecordingScope&) = delete;
+
+ private:
+  cl::Context& ctx_;
+};
+
 // Sets an environment variable (nullptr: unsets it) for one scope, then puts back what it was.
 class EnvScope {
  public:

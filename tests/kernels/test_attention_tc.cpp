@@ -123,11 +123,11 @@ void check_half_operands(const Case& c, std::uint32_t seed, test::AttentionLayou
       nn::download(ctx, nn::attention(ctx, in->q, in->k, in->v, c.heads, c.causal, DType::F16));
 
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.Tq) * width * 4);
-  ctx.set_recording(true);
+  test::RecordingScope recording(ctx);
   ctx.collect_timings();
   const nn::Tensor out = nn::attention(ctx, in16->q, in16->k, in16->v, c.heads, c.causal, DType::F16);
   const std::vector<std::string> kernels = launched(ctx);
-  ctx.set_recording(false);
+  recording.stop();
   ASSERT_EQ(out.dtype, DType::F32);
   ASSERT_EQ(out.shape, (std::vector<std::int64_t>{c.Tq, width}));
   const std::size_t tensors = layout == test::AttentionLayout::Fused ? 1 + (c.Tq != c.Tk) : 3;
@@ -378,12 +378,12 @@ TEST(TensorCoreAttentionTiles, EmulatedKernelSplitsTheKeysAndCombinesTheShares) 
   }
   const auto split = pin(&cl::TuningOverrides::attention_splits, 3);
   check_half_operands({"self", 130, 130, 2, 64}, 880, test::AttentionLayout::Fused);
-  ctx.set_recording(true);
+  test::RecordingScope recording(ctx);
   ctx.collect_timings();
   const nn::Tensor q = nn::upload(ctx, test::random_floats(40 * 64, 881), {40, 64});
   (void)nn::attention(ctx, q, q, q, 1, false, DType::F16);
   EXPECT_EQ(launched(ctx), (std::vector<std::string>{"attention_tc", "attention_combine"}));
-  ctx.set_recording(false);
+  recording.stop();
 }
 
 TEST(TensorCoreAttentionTiles, Fp16OperandsAreWidenedForTheFp32Kernel) {

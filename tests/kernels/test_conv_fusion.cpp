@@ -175,13 +175,13 @@ TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
       if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
       o.tc_gather_norm = gather;
     });
-    ctx.set_recording(true);
+    test::RecordingScope recording(ctx);
     ctx.collect_timings();
     const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
     std::vector<std::string> kernels;
     for (const auto& t : ctx.collect_timings())
       if (!t.mark) kernels.push_back(t.kernel);
-    ctx.set_recording(false);
+    recording.stop();
     const std::vector<float> host = nn::download(ctx, y);
     // The product's own launches (gemm_tc, and the split-K sum where the device splits K) after the norm's, or
     // alone.
@@ -275,13 +275,13 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
         });
         const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
         const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
-        ctx.set_recording(true);
+        test::RecordingScope recording(ctx);
         ctx.collect_timings();
         const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(c.s), fusion);
         std::vector<std::string> kernels;
         for (const auto& t : ctx.collect_timings())
           if (!t.mark) kernels.push_back(t.kernel);
-        ctx.set_recording(false);
+        recording.stop();
         const bool by4 = c.s.H * c.s.W % 4 == 0;
         ASSERT_GE(kernels.size(), 2u);
         EXPECT_EQ(kernels[0],
@@ -342,13 +342,13 @@ TEST(ConvFusion, AnFp16InputWhoseTensorCoreKernelCannotRunIsNormalisedAgainInFp3
   fusion.input_norm = &affine;
   fusion.input_silu = true;
   fusion.residual = &l.residual;
-  ctx->set_recording(true);
+  test::RecordingScope recording(*ctx);
   ctx->collect_timings();
   const nn::Tensor y = nn::conv2d(*ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
   std::vector<std::string> kernels;
   for (const auto& t : ctx->collect_timings())  // (a fresh context on a GPU first probes ldmatrix, once)
     if (!t.mark && t.kernel != "probe_ldmatrix") kernels.push_back(t.kernel);
-  ctx->set_recording(false);
+  recording.stop();
   ASSERT_GE(kernels.size(), 2u);
   EXPECT_EQ(kernels[0], "channel_affine_apply4_half");
   if (gpu) {
@@ -402,12 +402,12 @@ TEST(ConvFusion, ActivationAfterTheResidualOnBothKernelPaths) {
       ASSERT_GT(negative_sums, static_cast<int>(expected.size() / 8));
       const std::size_t out_n = static_cast<std::size_t>(s.O) * s.out_h() * s.out_w();
       const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
-      ctx.set_recording(true);
+      test::RecordingScope recording(ctx);
       ctx.collect_timings();
       const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
       for (const auto& t : ctx.collect_timings())
         EXPECT_TRUE(t.mark || t.kernel.rfind("gemm", 0) == 0) << t.kernel << " launched besides the product";
-      ctx.set_recording(false);
+      recording.stop();
       EXPECT_EQ(y.buffer.get(), poisoned);
       char label[120];
       std::snprintf(label, sizeof label, "relu(conv + skip) %s %dx%dx%d->%d k%d%s", tc ? "gemm_tc" : "gemm.cl", s.C,
@@ -440,13 +440,13 @@ TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {
     const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, groups, 1e-5f);
     for (bool silu : {false, true}) {
       const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-      ctx.set_recording(true);
+      test::RecordingScope recording(ctx);
       ctx.collect_timings();
       const nn::Tensor y = nn::apply_channel_affine(ctx, x, affine, silu);
       std::vector<std::string> kernels;
       for (const auto& t : ctx.collect_timings())
         if (!t.mark) kernels.push_back(t.kernel);
-      ctx.set_recording(false);
+      recording.stop();
       EXPECT_EQ(kernels, std::vector<std::string>{sh.kernel}) << C << "x" << H << "x" << W;
       EXPECT_EQ(y.buffer.get(), poisoned);
       char label[96];
@@ -631,14 +631,14 @@ TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
       const nn::Tensor taps = nn::conv_weight_taps_first(ctx, l.w.tensor);
       const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
       const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
-      ctx.set_recording(true);
+      test::RecordingScope recording(ctx);
       ctx.collect_timings();
       const std::optional<nn::Tensor> y =
           nn::conv2d_channels_last(ctx, l.x, taps, &l.b.tensor, test::geometry(c.s), fusion);
       std::vector<std::string> kernels;
       for (const auto& t : ctx.collect_timings())
         if (!t.mark) kernels.push_back(t.kernel);
-      ctx.set_recording(false);
+      recording.stop();
       ASSERT_TRUE(y.has_value()) << "the channels-last convolution did not run";
       ASSERT_GE(kernels.size(), 2u);
       EXPECT_EQ(kernels[0], "channel_affine_apply_channels_last");
@@ -675,17 +675,11 @@ TEST(ConvChannelsLast, SaysWhereItCannotRunAndRefusesBadOperands) {
     if (with_norm) test::set_input_norm(fusion, norm);
     const nn::Tensor w = taps_first ? nn::conv_weight_taps_first(ctx, l.w.tensor)
                                     : nn::upload_weight(ctx, l.w.values, {s.O, s.C, s.k, s.k}, storage);
-    ctx.set_recording(true);
+    test::RecordingScope recording(ctx);  // off again when the call throws: later tests count their own launches
     ctx.collect_timings();
-    std::optional<nn::Tensor> y;
-    try {
-      y = nn::conv2d_channels_last(ctx, l.x, w, &l.b.tensor, test::geometry(s), fusion);
-    } catch (...) {
-      ctx.set_recording(false);  // the shared context's later tests count their own launches
-      throw;
-    }
+    std::optional<nn::Tensor> y = nn::conv2d_channels_last(ctx, l.x, w, &l.b.tensor, test::geometry(s), fusion);
     const std::size_t launches = ctx.collect_timings().size();
-    ctx.set_recording(false);
+    recording.stop();
     return std::pair{std::move(y), launches};
   };
   {

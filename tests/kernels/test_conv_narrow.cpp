@@ -40,13 +40,13 @@ ref::ConvShape shape(int C, int H, int W, int O, int k = 3, int pad = 1) {
 
 // What conv2d launches for `op`: the kernels' names, in order.
 std::vector<std::string> launched(cl::Context& ctx, const std::function<void()>& op) {
-  ctx.set_recording(true);
+  test::RecordingScope recording(ctx);
   ctx.collect_timings();
   op();
   std::vector<std::string> names;
   for (const auto& t : ctx.collect_timings())
     if (!t.mark) names.push_back(t.kernel);
-  ctx.set_recording(false);
+  recording.stop();
   return names;
 }
 

@@ -302,10 +302,10 @@ TEST(Gemm, StreamKIsOneLaunchWithTheSameBitsOnEveryRun) {
         o.gemm_splits = 3;
     });
     const cl_mem poisoned = test::poison_next_output(ctx, std::size_t(M) * N * 4);
-    ctx.set_recording(true, true);
+    test::RecordingScope recording(ctx);
     const nn::Tensor y = nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU, &r);
     const std::vector<cl::KernelTiming> timings = ctx.collect_timings();
-    ctx.set_recording(false);
+    recording.stop();
     EXPECT_EQ(y.buffer.get(), poisoned);
     std::size_t launches = 0;
     for (const auto& l : timings)

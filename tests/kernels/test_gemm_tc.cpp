@@ -139,11 +139,11 @@ void check_linear_ln(const LinearCase& c, std::uint32_t seed, float offset) {
   constexpr float kEps = 1e-5f;
 
   const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.M) * c.N * 4);
-  ctx.set_recording(true, true);
+  test::RecordingScope recording(ctx);
   const nn::Tensor y = nn::linear(ctx, x, nn::InputLayerNorm{g, be, kEps}, w.tensor, c.bias ? &b.tensor : nullptr,
                                   c.act, c.residual ? &r : nullptr);
   const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-  ctx.set_recording(false);
+  recording.stop();
   EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
   ASSERT_EQ(y.shape, (std::vector<std::int64_t>{c.M, c.N}));
   ASSERT_FALSE(launches.empty());
@@ -167,11 +167,11 @@ nn::Tensor run_epilogue_op(const char* name, std::size_t out_bytes, bool fused, 
                            const std::function<nn::Tensor()>& op) {
   auto& ctx = test::kernel_context();
   const cl_mem poisoned = test::poison_next_output(ctx, out_bytes);
-  ctx.set_recording(true, true);
+  test::RecordingScope recording(ctx);
   (void)ctx.collect_timings();
   nn::Tensor y = op();
   const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-  ctx.set_recording(false);
+  recording.stop();
   std::vector<std::string> kernels;
   for (const auto& l : launches) kernels.push_back(l.kernel);
   if (fused) {
@@ -345,11 +345,11 @@ void check_conv(const char* name, const ref::ConvShape& s, std::uint32_t seed, b
 // pass on that one.
 void expect_launched_on(const TcConfig& tile, GemmMode mode, int rows, int cols, const std::function<void()>& check) {
   auto& ctx = test::kernel_context();
-  ctx.set_recording(true, true);
+  test::RecordingScope recording(ctx);
   (void)ctx.collect_timings();
   check();
   const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-  ctx.set_recording(false);
+  recording.stop();
   // mma rows are the activations' (m) in a linear layer, the weights' (n, output channels) in a convolution.
   const int tile_rows = mode == GemmMode::Linear ? tile.tm : tile.tn,
             tile_cols = mode == GemmMode::Linear ? tile.tn : tile.tm;
@@ -386,7 +386,7 @@ std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, 
     test::TuningScope features(ctx, [&](cl::TuningOverrides& o) {
       o.tensor_core_features = nn::detail::TensorCoreFeatures{ldmatrix, fused};
     });
-    ctx.set_recording(true, false);
+    test::RecordingScope recording(ctx, false);
     (void)ctx.collect_timings();
     const nn::Tensor y =
         conv ? nn::conv2d(ctx, x, w.tensor, &b.tensor, 1, 1) : nn::linear(ctx, x, w.tensor, &b.tensor, Act::GELU);
@@ -394,7 +394,7 @@ std::pair<std::vector<float>, std::vector<float>> fused_and_reduced(int splits, 
     // Which sum ran: a summing program that failed to build would fall back to the reduce launch unseen.
     bool reduce_launched = false;
     for (const auto& t : ctx.collect_timings()) reduce_launched |= t.kernel == "gemm_splitk_reduce";
-    ctx.set_recording(false);
+    recording.stop();
     EXPECT_EQ(reduce_launched, !fused) << (fused ? "the summing program did not run" : "no reduce launch");
   }
   return {out[0], out[1]};
@@ -807,10 +807,10 @@ TEST(TensorCoreTiles, LayerNormIsALaunchOfItsOwnWhereItDoesNotFold) {
   for (const auto& [path, rows] : {std::pair{TensorCores::Off, 1 << 20}, std::pair{TensorCores::Emulated, M - 1}}) {
     PathScope pin(path, kSmall);
     const test::TuningScope fold(ctx, [rows = rows](cl::TuningOverrides& o) { o.ln_fold_rows = rows; });
-    ctx.set_recording(true, true);
+    test::RecordingScope recording(ctx);
     const nn::Tensor y = nn::linear(ctx, x, nn::InputLayerNorm{g, be, 1e-5f}, w.tensor, nullptr);
     const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-    ctx.set_recording(false);
+    recording.stop();
     EXPECT_TRUE(std::any_of(launches.begin(), launches.end(), [](const auto& l) { return l.kernel == "layer_norm"; }))
         << (path == TensorCores::Off ? "gemm.cl" : "gemm_tc.cl above the rule's rows");
     const auto expected =

@@ -131,7 +131,7 @@ TEST(GroupNorm, AffineFromOneLaunchIsTheTwoLaunchesBitForBit) {
       std::vector<std::vector<float>> results;
       for (bool fused : {false, true, true}) {
         test::TuningScope pin(ctx, [&](cl::TuningOverrides& o) { o.fused_splitk = fused; });
-        ctx.set_recording(true, false);
+        test::RecordingScope recording(ctx, false);
         (void)ctx.collect_timings();
         const cl_mem poisoned = test::poison_next_output(ctx, static_cast<std::size_t>(c.C) * 2 * 4);
         const nn::Tensor affine = nn::group_norm_affine(ctx, x, gamma.tensor, beta.tensor, c.groups, 1e-6f);
@@ -142,7 +142,7 @@ TEST(GroupNorm, AffineFromOneLaunchIsTheTwoLaunchesBitForBit) {
           ++launches;
           affine_kernel |= t.kernel == "group_norm_affine";
         }
-        ctx.set_recording(false);
+        recording.stop();
         EXPECT_EQ(launches, fused ? 1 : 2);
         EXPECT_EQ(affine_kernel, !fused);
         results.push_back(nn::download(ctx, affine));
@@ -177,12 +177,12 @@ TEST(GroupNorm, AOneLaunchProgramTheCompilerRefusesFallsBackToTwoLaunches) {
   int builds = 0;
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("call " + std::to_string(round + 1));
-    ctx->set_recording(true, false);
+    test::RecordingScope recording(*ctx, false);
     (void)ctx->collect_timings();
     const nn::Tensor affine = nn::group_norm_affine(*ctx, x, gamma.tensor, beta.tensor, 32, 1e-6f);
     bool affine_kernel = false;
     for (const auto& t : ctx->collect_timings()) affine_kernel |= t.kernel == "group_norm_affine";
-    ctx->set_recording(false);
+    recording.stop();
     EXPECT_TRUE(affine_kernel) << "no second launch after the refused build";
     EXPECT_EQ(nn::download(*ctx, affine), expected);
     if (round == 0) builds = ctx->programs().stats().source_builds;

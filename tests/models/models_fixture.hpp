@@ -57,18 +57,12 @@ Model load_fp32(const io::ModelFiles& files, const std::string& part, const Conf
 // The kernels a call launched, in order (the shared context recording meanwhile, and not after, even if it throws).
 template <typename Call>
 std::vector<std::string> launched_kernels(cl::Context& ctx, Call&& call) {
-  ctx.set_recording(true);
+  const RecordingScope recording(ctx);
   ctx.collect_timings();
   std::vector<std::string> kernels;
-  try {
-    call();
-    for (const auto& t : ctx.collect_timings())
-      if (!t.mark) kernels.push_back(t.kernel);
-  } catch (...) {
-    ctx.set_recording(false);
-    throw;
-  }
-  ctx.set_recording(false);
+  call();
+  for (const auto& t : ctx.collect_timings())
+    if (!t.mark) kernels.push_back(t.kernel);
   return kernels;
 }
 

@@ -76,10 +76,10 @@ TEST(ClipTextEncoder, LayerNormsInTheTensorCoreGatherKeepTheHiddenStates) {
       o.tensor_cores = path;
       o.ln_fold_rows = fold_rows;
     });
-    ctx.set_recording(true, true);
+    RecordingScope recording(ctx);
     const nn::Tensor hidden = encoder(ctx, ids);
     const std::vector<cl::KernelTiming> launches = ctx.collect_timings();
-    ctx.set_recording(false);
+    recording.stop();
     Run r{nn::download(ctx, hidden)};
     for (const auto& l : launches) {
       r.launches += l.mark ? 0 : 1;
@@ -112,14 +112,9 @@ TEST(ClipTextEncoder, EveryLaunchOfAnEncodingIsLaunchBoundAndTheWorkAfterItIsNot
   const std::string name = refs.txt2img_cases().at(0)["case"];
   const std::vector<std::int32_t> ids = refs.ids(name + "_ids");
   ASSERT_FALSE(ctx.launch_bound());
-  struct Recording {
-    cl::Context& ctx;
-    explicit Recording(cl::Context& c) : ctx(c) { ctx.set_recording(true); }
-    ~Recording() { ctx.set_recording(false); }
-  };
   std::vector<cl::KernelTiming> launches;
   {
-    const Recording recording(ctx);
+    const RecordingScope recording(ctx);
     const nn::Tensor hidden = encoder(ctx, std::vector<int>(ids.begin(), ids.end()));
     EXPECT_FALSE(ctx.launch_bound()) << "the encoding left the context launch-bound";
     nn::scale(ctx, hidden, 2.0f);
