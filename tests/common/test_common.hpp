@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/context.hpp"
 #include "test_files.hpp"
@@ -53,6 +54,18 @@ class RecordingScope {
  private:
   cl::Context& ctx_;
 };
+
+// The kernels a call launched, in order (the context recording meanwhile, and not after, even if it throws).
+template <typename Call>
+std::vector<std::string> launched_kernels(cl::Context& ctx, Call&& call) {
+  const RecordingScope recording(ctx);
+  ctx.collect_timings();
+  call();
+  std::vector<std::string> kernels;
+  for (const auto& t : ctx.collect_timings())
+    if (!t.mark) kernels.push_back(t.kernel);
+  return kernels;
+}
 
 // Sets an environment variable (nullptr: unsets it) for one scope, then puts back what it was.
 class EnvScope {

@@ -175,13 +175,9 @@ TEST(ConvFusion, TensorCoreGatherSavesTheNormsLaunchAndAgreesWithIt) {
       if (!test::kernel_context().tuning().device_has_tensor_cores()) o.tensor_cores = cl::TensorCores::Emulated;
       o.tc_gather_norm = gather;
     });
-    test::RecordingScope recording(ctx);
-    ctx.collect_timings();
-    const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion);
-    std::vector<std::string> kernels;
-    for (const auto& t : ctx.collect_timings())
-      if (!t.mark) kernels.push_back(t.kernel);
-    recording.stop();
+    nn::Tensor y;
+    const std::vector<std::string> kernels = test::launched_kernels(
+        ctx, [&] { y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion); });
     const std::vector<float> host = nn::download(ctx, y);
     // The product's own launches (gemm_tc, and the split-K sum where the device splits K) after the norm's, or
     // alone.
@@ -275,13 +271,9 @@ TEST(ConvFusion, AnFp16NormalisedInputGivesTheTensorCoreConvolutionTheSameBits) 
         });
         const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
         const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
-        test::RecordingScope recording(ctx);
-        ctx.collect_timings();
-        const nn::Tensor y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(c.s), fusion);
-        std::vector<std::string> kernels;
-        for (const auto& t : ctx.collect_timings())
-          if (!t.mark) kernels.push_back(t.kernel);
-        recording.stop();
+        nn::Tensor y;
+        const std::vector<std::string> kernels = test::launched_kernels(
+            ctx, [&] { y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(c.s), fusion); });
         const bool by4 = c.s.H * c.s.W % 4 == 0;
         ASSERT_GE(kernels.size(), 2u);
         EXPECT_EQ(kernels[0],
@@ -440,13 +432,9 @@ TEST(ConvFusion, ChannelAffineEqualsGroupNorm) {
     const nn::Tensor affine = nn::group_norm_affine(ctx, x, g, b, groups, 1e-5f);
     for (bool silu : {false, true}) {
       const cl_mem poisoned = test::poison_next_output(ctx, x.bytes());
-      test::RecordingScope recording(ctx);
-      ctx.collect_timings();
-      const nn::Tensor y = nn::apply_channel_affine(ctx, x, affine, silu);
-      std::vector<std::string> kernels;
-      for (const auto& t : ctx.collect_timings())
-        if (!t.mark) kernels.push_back(t.kernel);
-      recording.stop();
+      nn::Tensor y;
+      const std::vector<std::string> kernels =
+          test::launched_kernels(ctx, [&] { y = nn::apply_channel_affine(ctx, x, affine, silu); });
       EXPECT_EQ(kernels, std::vector<std::string>{sh.kernel}) << C << "x" << H << "x" << W;
       EXPECT_EQ(y.buffer.get(), poisoned);
       char label[96];
@@ -631,14 +619,9 @@ TEST(ConvChannelsLast, MatchesTheReferenceOnEveryTileAndSplit) {
       const nn::Tensor taps = nn::conv_weight_taps_first(ctx, l.w.tensor);
       const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
       const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
-      test::RecordingScope recording(ctx);
-      ctx.collect_timings();
-      const std::optional<nn::Tensor> y =
-          nn::conv2d_channels_last(ctx, l.x, taps, &l.b.tensor, test::geometry(c.s), fusion);
-      std::vector<std::string> kernels;
-      for (const auto& t : ctx.collect_timings())
-        if (!t.mark) kernels.push_back(t.kernel);
-      recording.stop();
+      std::optional<nn::Tensor> y;
+      const std::vector<std::string> kernels = test::launched_kernels(
+          ctx, [&] { y = nn::conv2d_channels_last(ctx, l.x, taps, &l.b.tensor, test::geometry(c.s), fusion); });
       ASSERT_TRUE(y.has_value()) << "the channels-last convolution did not run";
       ASSERT_GE(kernels.size(), 2u);
       EXPECT_EQ(kernels[0], "channel_affine_apply_channels_last");

@@ -38,18 +38,6 @@ ref::ConvShape shape(int C, int H, int W, int O, int k = 3, int pad = 1) {
   return s;
 }
 
-// What conv2d launches for `op`: the kernels' names, in order.
-std::vector<std::string> launched(cl::Context& ctx, const std::function<void()>& op) {
-  test::RecordingScope recording(ctx);
-  ctx.collect_timings();
-  op();
-  std::vector<std::string> names;
-  for (const auto& t : ctx.collect_timings())
-    if (!t.mark) names.push_back(t.kernel);
-  recording.stop();
-  return names;
-}
-
 // Runs the case through conv2d with every narrow layer on `tile` and checks it against the reference, and that
 // conv_narrow.cl alone ran it.
 void check_narrow(const NarrowCase& c, DType storage, const cl::NarrowConvConfig& tile, std::uint32_t seed) {
@@ -69,7 +57,7 @@ void check_narrow(const NarrowCase& c, DType storage, const cl::NarrowConvConfig
   const std::size_t out_n = static_cast<std::size_t>(c.s.O) * c.s.out_h() * c.s.out_w();
   const cl_mem poisoned = test::poison_next_output(ctx, out_n * 4);
   nn::Tensor y;
-  const std::vector<std::string> kernels = launched(
+  const std::vector<std::string> kernels = test::launched_kernels(
       ctx, [&] { y = nn::conv2d(ctx, l.x, l.w.tensor, c.bias ? &l.b.tensor : nullptr, test::geometry(c.s), fusion); });
   EXPECT_EQ(kernels, std::vector<std::string>{"conv_narrow"}) << c.name;
   EXPECT_EQ(y.buffer.get(), poisoned) << "the output did not reuse the poisoned buffer";
@@ -226,7 +214,8 @@ TEST(NarrowConv, AgreesWithTheProductPathItReplaces) {
     });
     std::vector<std::string> kernels;
     nn::Tensor y;
-    kernels = launched(ctx, [&] { y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion); });
+    kernels = test::launched_kernels(
+        ctx, [&] { y = nn::conv2d(ctx, l.x, l.w.tensor, &l.b.tensor, test::geometry(s), fusion); });
     EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "conv_narrow"), narrow ? 1 : 0);
     return nn::download(ctx, y);
   };

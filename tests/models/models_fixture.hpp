@@ -54,18 +54,6 @@ Model load_fp32(const io::ModelFiles& files, const std::string& part, const Conf
   return load_as<Model>(files, part, config, nn::DType::F32);
 }
 
-// The kernels a call launched, in order (the shared context recording meanwhile, and not after, even if it throws).
-template <typename Call>
-std::vector<std::string> launched_kernels(cl::Context& ctx, Call&& call) {
-  const RecordingScope recording(ctx);
-  ctx.collect_timings();
-  std::vector<std::string> kernels;
-  call();
-  for (const auto& t : ctx.collect_timings())
-    if (!t.mark) kernels.push_back(t.kernel);
-  return kernels;
-}
-
 inline int count_of(const std::vector<std::string>& kernels, const std::string& name) {
   int n = 0;
   for (const std::string& k : kernels) n += k == name;
